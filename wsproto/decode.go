@@ -1,0 +1,219 @@
+package wsproto
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// A Request is a decoded client frame: one of *Message, *SolveTasks,
+// *Response, *Cancel, *CancelTask, *Ack, *Reconnect.
+type Request interface{ Event() string }
+
+// Message is user.message: a request to plan and solve.
+type Message struct{ Text string }
+
+// SolveTasks is user.solve_tasks: tasks to solve without planning.
+type SolveTasks struct{ Tasks []Task }
+
+// Response is user.response: the answer to an agent.user_confirm. Which of
+// Confirmed, Tasks and Action matter depends on the confirmation's kind.
+type Response struct {
+	StepID    string
+	Confirmed *bool
+	Tasks     []Task // nil when absent
+	Action    string
+}
+
+// Cancel is user.cancel.
+type Cancel struct{}
+
+// CancelTask is user.cancel_task.
+type CancelTask struct{ TaskID string }
+
+// Ack is user.ack.
+type Ack struct{ LastSeq uint64 }
+
+// Reconnect is user.reconnect_with_state.
+type Reconnect struct {
+	SessionID     string
+	ResumeToken   string
+	LastSeq       uint64
+	StateChecksum string
+}
+
+func (*Message) Event() string    { return EventUserMessage }
+func (*SolveTasks) Event() string { return EventUserSolve }
+func (*Response) Event() string   { return EventUserResponse }
+func (*Cancel) Event() string     { return EventUserCancel }
+func (*CancelTask) Event() string { return EventUserCancelTask }
+func (*Ack) Event() string        { return EventUserAck }
+func (*Reconnect) Event() string  { return EventUserReconnect }
+
+// clientFrame is the envelope of a client frame. Unknown fields are ignored.
+type clientFrame struct {
+	Event    *string         `json:"event"`
+	StepID   *string         `json:"step_id"`
+	Content  *string         `json:"content"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// DecodeText decodes a client text frame. On failure it returns the
+// system.error to send; the caller must then change nothing.
+func DecodeText(data []byte) (Request, *Error) {
+	if !utf8.Valid(data) {
+		return nil, &Error{Code: CodeInvalidJSON, Message: "frame is not valid UTF-8"}
+	}
+	if !json.Valid(data) {
+		return nil, &Error{Code: CodeInvalidJSON, Message: "frame is not valid JSON" + syntaxDetail(data)}
+	}
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, &Error{Code: CodeInvalidMessage, Message: "frame must be a JSON object"}
+	}
+	var f clientFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, &Error{Code: CodeInvalidMessage, Message: "bad envelope: " + fieldError(err)}
+	}
+	if f.Event == nil || *f.Event == "" {
+		return nil, &Error{Code: CodeInvalidMessage, Message: `frame has no "event"`}
+	}
+	ev := *f.Event
+	fail := func(format string, args ...any) (Request, *Error) {
+		return nil, &Error{Code: CodeInvalidMessage, Message: fmt.Sprintf(format, args...), RefType: ev}
+	}
+	meta := f.Metadata
+	if len(meta) == 0 || bytes.Equal(meta, []byte("null")) {
+		meta = []byte("{}")
+	} else if meta[0] != '{' {
+		return fail(`"metadata" must be an object`)
+	}
+	decode := func(v any) *Error {
+		if err := json.Unmarshal(meta, v); err != nil {
+			return &Error{Code: CodeInvalidMessage, Message: "bad metadata: " + fieldError(err), RefType: ev}
+		}
+		return nil
+	}
+
+	switch ev {
+	case EventUserMessage:
+		if f.Content == nil || *f.Content == "" {
+			return fail(`user.message needs its text in "content"`)
+		}
+		return &Message{Text: *f.Content}, nil
+
+	case EventUserSolve:
+		var m struct {
+			Tasks []Task `json:"tasks"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		return &SolveTasks{Tasks: normalize(m.Tasks)}, nil
+
+	case EventUserResponse:
+		var m struct {
+			StepID    *string `json:"step_id"`
+			Confirmed *bool   `json:"confirmed"`
+			Tasks     []Task  `json:"tasks"`
+			Action    *string `json:"action"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		r := &Response{Confirmed: m.Confirmed, Tasks: normalize(m.Tasks)}
+		switch {
+		case f.StepID != nil && *f.StepID != "":
+			r.StepID = *f.StepID
+		case m.StepID != nil:
+			r.StepID = *m.StepID
+		}
+		if r.StepID == "" {
+			return fail(`user.response needs "step_id"`)
+		}
+		if m.Action != nil {
+			r.Action = *m.Action
+		}
+		return r, nil
+
+	case EventUserCancel:
+		return &Cancel{}, nil
+
+	case EventUserCancelTask:
+		var m struct {
+			TaskID *string `json:"task_id"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		if m.TaskID == nil || *m.TaskID == "" {
+			return fail(`user.cancel_task needs "task_id"`)
+		}
+		return &CancelTask{TaskID: *m.TaskID}, nil
+
+	case EventUserAck:
+		var m struct {
+			LastSeq *uint64 `json:"last_seq"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		if m.LastSeq == nil {
+			return fail(`user.ack needs "last_seq"`)
+		}
+		return &Ack{LastSeq: *m.LastSeq}, nil
+
+	case EventUserReconnect:
+		var m struct {
+			SessionID     *string `json:"session_id"`
+			ResumeToken   *string `json:"resume_token"`
+			LastSeq       *uint64 `json:"last_seq"`
+			StateChecksum *string `json:"state_checksum"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		if m.SessionID == nil || m.ResumeToken == nil || m.LastSeq == nil {
+			return fail(`user.reconnect_with_state needs "session_id", "resume_token" and "last_seq"`)
+		}
+		r := &Reconnect{SessionID: *m.SessionID, ResumeToken: *m.ResumeToken, LastSeq: *m.LastSeq}
+		if m.StateChecksum != nil {
+			r.StateChecksum = *m.StateChecksum
+		}
+		return r, nil
+	}
+	return nil, &Error{Code: CodeUnknownType, Message: fmt.Sprintf("unknown event %q", ev), RefType: ev}
+}
+
+// normalize gives every task a non-nil depends_on so that it encodes as [].
+func normalize(tasks []Task) []Task {
+	for i := range tasks {
+		if tasks[i].DependsOn == nil {
+			tasks[i].DependsOn = []string{}
+		}
+	}
+	return tasks
+}
+
+// fieldError describes a decoding error without echoing client content.
+func fieldError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("expected %s, not %s", te.Type, te.Value)
+	}
+	return "malformed"
+}
+
+func syntaxDetail(data []byte) string {
+	var v any
+	var se *json.SyntaxError
+	if err := json.Unmarshal(data, &v); errors.As(err, &se) {
+		return fmt.Sprintf(" (offset %d)", se.Offset)
+	}
+	return ""
+}

@@ -1,0 +1,118 @@
+package wsproto
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Frame is a server → client frame before encoding. Seq 0 means unsequenced:
+// the field is left out of the JSON.
+type Frame struct {
+	Event     string
+	EventID   string
+	Seq       uint64
+	SessionID string
+	StepID    string
+	Timestamp time.Time
+	Content   string
+	// Metadata is one of this package's metadata structs (or any value that
+	// encodes as a JSON object). Nil encodes as {}.
+	Metadata any
+}
+
+// AppendFrame appends the JSON encoding of f to dst. The envelope is written
+// by hand, in the contract's field order; only the metadata goes through
+// encoding/json.
+func AppendFrame(dst []byte, f Frame) ([]byte, error) {
+	var meta []byte
+	if f.Metadata != nil {
+		var err error
+		if meta, err = json.Marshal(f.Metadata); err != nil {
+			return dst, fmt.Errorf("encode %s metadata: %w", f.Event, err)
+		}
+		if len(meta) == 0 || meta[0] != '{' {
+			return dst, fmt.Errorf("encode %s metadata: not a JSON object", f.Event)
+		}
+	}
+	dst = append(dst, `{"event":`...)
+	dst = appendString(dst, f.Event)
+	dst = append(dst, `,"event_id":`...)
+	dst = appendString(dst, f.EventID)
+	if f.Seq != 0 {
+		dst = append(dst, `,"seq":`...)
+		dst = strconv.AppendUint(dst, f.Seq, 10)
+	}
+	dst = append(dst, `,"session_id":`...)
+	dst = appendString(dst, f.SessionID)
+	if f.StepID != "" {
+		dst = append(dst, `,"step_id":`...)
+		dst = appendString(dst, f.StepID)
+	}
+	dst = append(dst, `,"timestamp":"`...)
+	dst = f.Timestamp.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","content":`...)
+	dst = appendString(dst, f.Content)
+	dst = append(dst, `,"metadata":`...)
+	if meta == nil {
+		dst = append(dst, '{', '}')
+	} else {
+		dst = append(dst, meta...)
+	}
+	return append(dst, '}'), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaping as encoding/json does
+// (control characters, quotes, backslashes, <, >, &, U+2028, U+2029) and
+// replacing invalid UTF-8 with U+FFFD.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

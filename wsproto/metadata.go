@@ -1,0 +1,207 @@
+package wsproto
+
+import "time"
+
+// Task is one unit of work of a plan: {id, title, description, depends_on}.
+type Task struct {
+	ID          string   `json:"id"`
+	Title       string   `json:"title"`
+	Description string   `json:"description"`
+	DependsOn   []string `json:"depends_on"`
+}
+
+// Connected is the metadata of system.connected.
+type Connected struct {
+	SessionID      string `json:"session_id"`
+	ResumeToken    string `json:"resume_token"`
+	Resumed        bool   `json:"resumed"`
+	LastSeq        uint64 `json:"last_seq"`
+	StateChecksum  string `json:"state_checksum"`
+	BufferCapacity int    `json:"buffer_capacity"`
+	// Replayed is set on a resume only: the number of events replayed.
+	Replayed *int `json:"replayed,omitempty"`
+	Resync   bool `json:"resync,omitempty"`
+}
+
+// Error is the metadata of system.error.
+type Error struct {
+	Code    string        `json:"code"`
+	Message string        `json:"message"`
+	RefType string        `json:"ref_type,omitempty"`
+	Details []TaskProblem `json:"details,omitempty"`
+}
+
+// Snapshot is the metadata of system.state_snapshot: the whole session state
+// as of Seq.
+type Snapshot struct {
+	Seq           uint64    `json:"seq"`
+	StateChecksum string    `json:"state_checksum"`
+	Phase         string    `json:"phase"`
+	Run           *RunState `json:"run"`
+}
+
+// PlanStart is the metadata of plan.start.
+type PlanStart struct {
+	RunID   string `json:"run_id"`
+	Request string `json:"request"`
+}
+
+// PlanStep is the metadata of plan.step_completed.
+type PlanStep struct {
+	RunID       string `json:"run_id"`
+	Step        int    `json:"step"`
+	Description string `json:"description"`
+}
+
+// PlanCompleted is the metadata of plan.completed.
+type PlanCompleted struct {
+	RunID       string `json:"run_id"`
+	PlanSummary string `json:"plan_summary"`
+	Tasks       []Task `json:"tasks"`
+}
+
+// PlanCancelled is the metadata of plan.cancelled.
+type PlanCancelled struct {
+	RunID  string `json:"run_id"`
+	Reason string `json:"reason"`
+	Error  string `json:"error,omitempty"`
+}
+
+// UserConfirm is the metadata of agent.user_confirm. Kind plan_confirm
+// carries PlanSummary and Tasks; kind task_failed carries TaskID and Options.
+type UserConfirm struct {
+	RunID       string    `json:"run_id"`
+	StepID      string    `json:"step_id"`
+	Kind        string    `json:"kind"`
+	PlanSummary string    `json:"plan_summary,omitempty"`
+	Tasks       []Task    `json:"tasks,omitempty"`
+	TaskID      string    `json:"task_id,omitempty"`
+	Options     []string  `json:"options,omitempty"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// SolverStart is the metadata of solver.start.
+type SolverStart struct {
+	RunID   string `json:"run_id"`
+	TaskID  string `json:"task_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// SolverProgress is the metadata of solver.progress.
+type SolverProgress struct {
+	RunID    string  `json:"run_id"`
+	TaskID   string  `json:"task_id"`
+	Attempt  int     `json:"attempt"`
+	Progress float64 `json:"progress"`
+	Message  string  `json:"message"`
+}
+
+// SolverCompleted is the metadata of solver.completed.
+type SolverCompleted struct {
+	RunID      string `json:"run_id"`
+	TaskID     string `json:"task_id"`
+	Attempt    int    `json:"attempt"`
+	Result     string `json:"result"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// SolverCancelled is the metadata of solver.cancelled.
+type SolverCancelled struct {
+	RunID  string `json:"run_id"`
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
+}
+
+// SolverSkipped is the metadata of solver.skipped.
+type SolverSkipped struct {
+	RunID      string `json:"run_id"`
+	TaskID     string `json:"task_id"`
+	Reason     string `json:"reason"`
+	Dependency string `json:"dependency"`
+}
+
+// ExecutionError is the metadata of error.execution. TaskID is empty and
+// Stage is "plan" for a planning failure.
+type ExecutionError struct {
+	RunID           string `json:"run_id"`
+	Stage           string `json:"stage,omitempty"`
+	TaskID          string `json:"task_id,omitempty"`
+	Attempt         int    `json:"attempt"`
+	ErrorType       string `json:"error_type"`
+	Message         string `json:"message"`
+	Recoverable     bool   `json:"recoverable"`
+	SuggestedAction string `json:"suggested_action"`
+}
+
+// RecoveryStarted is the metadata of error.recovery_started. Attempt counts
+// retries, 1..MaxAttempts.
+type RecoveryStarted struct {
+	RunID            string `json:"run_id"`
+	Stage            string `json:"stage,omitempty"`
+	TaskID           string `json:"task_id,omitempty"`
+	RecoveryStrategy string `json:"recovery_strategy"`
+	Attempt          int    `json:"attempt"`
+	MaxAttempts      int    `json:"max_attempts"`
+	DelayMS          int64  `json:"delay_ms"`
+}
+
+// RecoverySuccess is the metadata of error.recovery_success.
+type RecoverySuccess struct {
+	RunID   string `json:"run_id"`
+	Stage   string `json:"stage,omitempty"`
+	TaskID  string `json:"task_id,omitempty"`
+	Attempt int    `json:"attempt"`
+}
+
+// RecoveryFailed is the metadata of error.recovery_failed.
+type RecoveryFailed struct {
+	RunID     string `json:"run_id"`
+	Stage     string `json:"stage,omitempty"`
+	TaskID    string `json:"task_id,omitempty"`
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"last_error"`
+}
+
+// AggregateStart is the metadata of aggregate.start.
+type AggregateStart struct {
+	RunID     string `json:"run_id"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	Skipped   int    `json:"skipped"`
+	Cancelled int    `json:"cancelled"`
+}
+
+// AggregateProgress is the metadata of aggregate.progress.
+type AggregateProgress struct {
+	RunID   string `json:"run_id"`
+	Message string `json:"message"`
+}
+
+// AggregateCompleted is the metadata of aggregate.completed.
+type AggregateCompleted struct {
+	RunID   string `json:"run_id"`
+	Summary string `json:"summary"`
+}
+
+// PipelineCompleted is the metadata of pipeline.completed.
+type PipelineCompleted struct {
+	RunID      string `json:"run_id"`
+	Status     string `json:"status"`
+	Completed  int    `json:"completed"`
+	Failed     int    `json:"failed"`
+	Skipped    int    `json:"skipped"`
+	Cancelled  int    `json:"cancelled"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// PipelineCancelled is the metadata of pipeline.cancelled.
+type PipelineCancelled struct {
+	RunID  string `json:"run_id"`
+	Reason string `json:"reason"`
+}
+
+// FinalAnswer is the metadata of agent.final_answer.
+type FinalAnswer struct {
+	RunID   string `json:"run_id"`
+	Content string `json:"content"`
+}

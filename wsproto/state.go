@@ -1,0 +1,300 @@
+package wsproto
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// RunState is the state of one run as a client sees it (§6).
+type RunState struct {
+	RunID          string        `json:"run_id"`
+	Request        string        `json:"request"`
+	PlanSummary    string        `json:"plan_summary"`
+	Tasks          []TaskState   `json:"tasks"`
+	PendingConfirm []UserConfirm `json:"pending_confirm"`
+	FinalAnswer    *string       `json:"final_answer"`
+}
+
+// TaskState is one task of a run with its progress.
+type TaskState struct {
+	Task
+	Status  string `json:"status"`
+	Attempt int    `json:"attempt"`
+	Result  string `json:"result,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// State is a session's client-visible state: what the sequenced events
+// applied in order amount to. The server keeps one per session to answer a
+// resync with a snapshot; a client can keep one to render. The zero value is
+// an idle session with no run. A State is not safe for concurrent use.
+type State struct {
+	Phase string // "" reads as idle
+	Run   *RunState
+}
+
+// Snapshot returns the state as system.state_snapshot metadata. It shares
+// memory with s: encode it before s changes again.
+func (s *State) Snapshot(seq uint64, checksum string) Snapshot {
+	phase := s.Phase
+	if phase == "" {
+		phase = PhaseIdle
+	}
+	return Snapshot{Seq: seq, StateChecksum: checksum, Phase: phase, Run: s.Run}
+}
+
+// BeginSolving records the tasks a run is about to solve: the plan's, the
+// client's edit of it, or a user.solve_tasks list (which starts a run with
+// no planning). Clients see the same transition on the run's first
+// solver.start.
+func (s *State) BeginSolving(runID, request string, tasks []Task) {
+	if s.Run == nil || s.Run.RunID != runID {
+		s.Run = newRun(runID, request)
+	}
+	s.Run.Tasks = taskStates(tasks)
+	s.Run.PendingConfirm = dropConfirms(s.Run.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmPlan })
+	s.Phase = PhaseSolving
+}
+
+// Apply folds one sequenced event into the state. meta is the event's typed
+// metadata (a value or pointer of this package's structs); events that do
+// not change the client-visible state are ignored, and so are events of a
+// run other than the current one.
+func (s *State) Apply(event string, meta any) {
+	switch m := deref(meta).(type) {
+	case PlanStart:
+		s.Run = newRun(m.RunID, m.Request)
+		s.Phase = PhasePlanning
+	case PlanCompleted:
+		if r := s.run(m.RunID); r != nil {
+			r.PlanSummary = m.PlanSummary
+			r.Tasks = taskStates(m.Tasks)
+		}
+	case UserConfirm:
+		if r := s.run(m.RunID); r != nil {
+			r.PendingConfirm = append(r.PendingConfirm, m)
+			if m.Kind == ConfirmPlan {
+				s.Phase = PhaseAwaitingConfirm
+			}
+		}
+	case PlanCancelled:
+		s.end(m.RunID)
+	case SolverStart:
+		r := s.run(m.RunID)
+		if r == nil {
+			// A user.solve_tasks run: its first event is a solver.start.
+			s.Run = newRun(m.RunID, "")
+			r = s.Run
+		}
+		if s.Phase != PhaseSolving {
+			s.Phase = PhaseSolving
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmPlan })
+		}
+		r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.TaskID == m.TaskID })
+		if t := r.task(m.TaskID); t != nil {
+			t.Status, t.Attempt, t.Error = TaskRunning, m.Attempt, ""
+		}
+	case SolverCompleted:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.Status, t.Attempt, t.Result, t.Error = TaskCompleted, m.Attempt, m.Result, ""
+		}
+	case SolverCancelled:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.Status = TaskCancelled
+		}
+	case SolverSkipped:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.Status = TaskSkipped
+		}
+	case ExecutionError:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.Status, t.Attempt, t.Error = TaskFailed, m.Attempt, m.Message
+		}
+	case RecoveryStarted:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.Status = TaskRetrying
+		}
+	case RecoveryFailed:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.Status, t.Error = TaskFailed, m.LastError
+		}
+	case AggregateStart:
+		if s.run(m.RunID) != nil {
+			s.Phase = PhaseAggregating
+		}
+	case FinalAnswer:
+		if r := s.run(m.RunID); r != nil {
+			answer := m.Content
+			r.FinalAnswer = &answer
+			s.end(m.RunID)
+		}
+	case PipelineCancelled:
+		s.end(m.RunID)
+	}
+}
+
+// ApplyJSON decodes an event's metadata by its type and applies it.
+func (s *State) ApplyJSON(event string, metadata json.RawMessage) error {
+	meta, err := DecodeMetadata(event, metadata)
+	if err != nil {
+		return err
+	}
+	s.Apply(event, meta)
+	return nil
+}
+
+// end closes the current run: the session goes idle, open confirmations are
+// gone, and tasks that never finished count as cancelled.
+func (s *State) end(runID string) {
+	r := s.run(runID)
+	if r == nil {
+		return
+	}
+	s.Phase = PhaseIdle
+	r.PendingConfirm = r.PendingConfirm[:0]
+	for i := range r.Tasks {
+		switch r.Tasks[i].Status {
+		case TaskPending, TaskRunning, TaskRetrying:
+			r.Tasks[i].Status = TaskCancelled
+		}
+	}
+}
+
+func (s *State) run(runID string) *RunState {
+	if s.Run == nil || s.Run.RunID != runID {
+		return nil
+	}
+	return s.Run
+}
+
+func (s *State) task(runID, taskID string) *TaskState {
+	if r := s.run(runID); r != nil {
+		return r.task(taskID)
+	}
+	return nil
+}
+
+func (r *RunState) task(id string) *TaskState {
+	for i := range r.Tasks {
+		if r.Tasks[i].ID == id {
+			return &r.Tasks[i]
+		}
+	}
+	return nil
+}
+
+func newRun(runID, request string) *RunState {
+	return &RunState{RunID: runID, Request: request, Tasks: []TaskState{}, PendingConfirm: []UserConfirm{}}
+}
+
+func taskStates(tasks []Task) []TaskState {
+	out := make([]TaskState, len(tasks))
+	for i, t := range tasks {
+		out[i] = TaskState{Task: t, Status: TaskPending}
+	}
+	return out
+}
+
+func dropConfirms(cs []UserConfirm, drop func(UserConfirm) bool) []UserConfirm {
+	out := cs[:0]
+	for _, c := range cs {
+		if !drop(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func deref(v any) any {
+	switch m := v.(type) {
+	case *PlanStart:
+		return *m
+	case *PlanCompleted:
+		return *m
+	case *UserConfirm:
+		return *m
+	case *PlanCancelled:
+		return *m
+	case *SolverStart:
+		return *m
+	case *SolverCompleted:
+		return *m
+	case *SolverCancelled:
+		return *m
+	case *SolverSkipped:
+		return *m
+	case *ExecutionError:
+		return *m
+	case *RecoveryStarted:
+		return *m
+	case *RecoveryFailed:
+		return *m
+	case *AggregateStart:
+		return *m
+	case *FinalAnswer:
+		return *m
+	case *PipelineCancelled:
+		return *m
+	}
+	return v
+}
+
+// DecodeMetadata decodes the metadata of a server event into its typed
+// struct (returned by pointer). Unknown events decode to map[string]any.
+func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
+	var v any
+	switch event {
+	case EventConnected:
+		v = new(Connected)
+	case EventError:
+		v = new(Error)
+	case EventStateSnapshot:
+		v = new(Snapshot)
+	case EventPlanStart:
+		v = new(PlanStart)
+	case EventPlanStepCompleted:
+		v = new(PlanStep)
+	case EventPlanCompleted:
+		v = new(PlanCompleted)
+	case EventPlanCancelled:
+		v = new(PlanCancelled)
+	case EventUserConfirm:
+		v = new(UserConfirm)
+	case EventFinalAnswer:
+		v = new(FinalAnswer)
+	case EventSolverStart:
+		v = new(SolverStart)
+	case EventSolverProgress:
+		v = new(SolverProgress)
+	case EventSolverCompleted:
+		v = new(SolverCompleted)
+	case EventSolverCancelled:
+		v = new(SolverCancelled)
+	case EventSolverSkipped:
+		v = new(SolverSkipped)
+	case EventExecutionError:
+		v = new(ExecutionError)
+	case EventRecoveryStarted:
+		v = new(RecoveryStarted)
+	case EventRecoverySuccess:
+		v = new(RecoverySuccess)
+	case EventRecoveryFailed:
+		v = new(RecoveryFailed)
+	case EventAggregateStart:
+		v = new(AggregateStart)
+	case EventAggregateProgress:
+		v = new(AggregateProgress)
+	case EventAggregateCompleted:
+		v = new(AggregateCompleted)
+	case EventPipelineCompleted:
+		v = new(PipelineCompleted)
+	case EventPipelineCancelled:
+		v = new(PipelineCancelled)
+	default:
+		v = new(map[string]any)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, fmt.Errorf("decode %s metadata: %w", event, err)
+	}
+	return v, nil
+}
