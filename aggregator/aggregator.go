@@ -1,0 +1,91 @@
+// Package aggregator turns the outcome of a run's tasks into a summary and
+// the final answer for the user. It defines the Aggregator interface the
+// orchestrator consumes and holds the built-in simulated aggregator (§9 of
+// the contract). It knows nothing of sessions, connections or events:
+// streamed text is reported through a callback.
+package aggregator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/baton-run/baton/internal/sim"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// Input is what an aggregator works from.
+type Input struct {
+	Request     string
+	PlanSummary string
+	Tasks       []TaskOutcome
+}
+
+// TaskOutcome is one task with how it ended.
+type TaskOutcome struct {
+	Task   wsproto.Task
+	Status string // a wsproto.Task* status
+	Result string // when completed
+	Error  string // when failed
+}
+
+// Output is an aggregator's product.
+type Output struct {
+	Summary string // aggregate.completed
+	Answer  string // agent.final_answer
+}
+
+// Aggregator summarises a run. stream is called with successive pieces of
+// text as they are produced (possibly never); it must not block for long.
+// When no task completed, the answer explains the failure instead of
+// summarising results.
+type Aggregator interface {
+	Aggregate(ctx context.Context, in Input, stream func(text string)) (Output, error)
+}
+
+// Sim is the simulated aggregator.
+type Sim struct {
+	// Delay paces the streamed pieces. Defaults to 0.
+	Delay time.Duration
+}
+
+var _ Aggregator = (*Sim)(nil)
+
+// Aggregate implements Aggregator: one streamed line per task, then an
+// answer built from the completed tasks' results.
+func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Output, error) {
+	topic := sim.Topic(in.Request, 80)
+	var answer strings.Builder
+	done := 0
+	for _, t := range in.Tasks {
+		if err := sim.Pause(ctx, a.Delay); err != nil {
+			return Output{}, err
+		}
+		var line string
+		switch t.Status {
+		case wsproto.TaskCompleted:
+			done++
+			line = fmt.Sprintf("- %s", t.Result)
+		case wsproto.TaskFailed:
+			line = fmt.Sprintf("- %s: failed (%s)", t.Task.Title, t.Error)
+		default:
+			line = fmt.Sprintf("- %s: %s", t.Task.Title, t.Status)
+		}
+		stream(line)
+		answer.WriteString(line)
+		answer.WriteByte('\n')
+	}
+	if done == 0 {
+		summary := fmt.Sprintf("No task completed for %q.", topic)
+		return Output{
+			Summary: summary,
+			Answer:  summary + " Nothing could be produced:\n" + answer.String(),
+		}, nil
+	}
+	summary := fmt.Sprintf("%d of %d tasks completed for %q.", done, len(in.Tasks), topic)
+	return Output{
+		Summary: summary,
+		Answer:  fmt.Sprintf("Answer to %q:\n%s", topic, answer.String()),
+	}, nil
+}

@@ -1,0 +1,77 @@
+package buffer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+)
+
+// ErrGap means some events after the requested seq are no longer held
+// (evicted or pruned by an ack): the caller must resync instead of replay.
+var ErrGap = errors.New("buffer: events after last_seq are gone")
+
+// ErrAhead means the requested seq is beyond the latest one appended.
+var ErrAhead = errors.New("buffer: last_seq is ahead of the latest seq")
+
+// Entry is one buffered event: its seq and its encoded frame. Data is never
+// modified after Append, so callers may share it.
+type Entry struct {
+	Seq  uint64
+	Data []byte
+}
+
+// Ring is a session's replay buffer. Implementations are safe for
+// concurrent use. Seqs start at 1 and are contiguous.
+type Ring interface {
+	// Append assigns the next seq, has encode produce the frame for it, and
+	// stores it, evicting the oldest entry when the ring is full. id is the
+	// event's unique id, which extends the checksum chain.
+	Append(ctx context.Context, id string, encode func(seq uint64) ([]byte, error)) (Entry, error)
+	// Ack drops every entry with seq ≤ lastSeq. ErrAhead if lastSeq is past
+	// the latest seq, in which case nothing is dropped.
+	Ack(ctx context.Context, lastSeq uint64) error
+	// Since returns the entries with seq > lastSeq in order, ErrGap if any
+	// of them is gone, or ErrAhead.
+	Since(ctx context.Context, lastSeq uint64) ([]Entry, error)
+	// Checksum returns c(seq) for seq from (oldest retained − 1) to the
+	// latest, ErrGap below that, ErrAhead above.
+	Checksum(ctx context.Context, seq uint64) (string, error)
+	// Last returns the latest seq (0 before any append) and its checksum.
+	Last(ctx context.Context) (seq uint64, checksum string, err error)
+	// Cap returns the ring's capacity in entries.
+	Cap() int
+}
+
+// NextChecksum extends the chain of §3.4: c(n) = hex(SHA-256(c(n−1) + id(n))),
+// with c(0) = "". Clients use it to compute the checksum they resume with.
+func NextChecksum(prev, eventID string) string {
+	sum := sha256.Sum256([]byte(prev + eventID))
+	return hex.EncodeToString(sum[:])
+}
+
+// sum is c(n) in binary. The zero value with set == false is c(0) = "".
+type sum struct {
+	b   [sha256.Size]byte
+	set bool
+}
+
+func (s sum) String() string {
+	if !s.set {
+		return ""
+	}
+	return hex.EncodeToString(s.b[:])
+}
+
+// next computes the following link of the chain without allocating for ids
+// of ordinary length.
+func (s sum) next(id string) sum {
+	var buf [2*sha256.Size + 64]byte
+	in := buf[:0]
+	if s.set {
+		in = buf[:2*sha256.Size]
+		hex.Encode(in, s.b[:])
+	}
+	in = append(in, id...)
+	return sum{b: sha256.Sum256(in), set: true}
+}

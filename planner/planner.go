@@ -1,0 +1,101 @@
+// Package planner turns a user's request into a plan: a short summary and a
+// list of tasks with dependencies. It defines the Planner interface the
+// orchestrator consumes and holds the built-in simulated planner (§9 of the
+// contract). It knows nothing of sessions, connections or events: progress
+// is reported through a callback, and the caller decides what it means.
+package planner
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-run/baton/internal/sim"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// Plan is a planner's proposal.
+type Plan struct {
+	Summary string
+	Tasks   []wsproto.Task
+}
+
+// Planner drafts a plan for a request. step is called once per completed
+// planning step, in order, with a short description; it must not block for
+// long. Plan returns ctx's error promptly when ctx is done.
+type Planner interface {
+	Plan(ctx context.Context, request string, step func(description string)) (Plan, error)
+}
+
+// Sim is the simulated planner: no network, no key, deterministic output.
+type Sim struct {
+	// Delay paces the planning steps. Defaults to 0 (no pause).
+	Delay time.Duration
+}
+
+var _ Planner = (*Sim)(nil)
+
+var aspects = []string{
+	"Research the background of",
+	"Collect examples for",
+	"Analyse the constraints of",
+	"Compare approaches to",
+	"Outline the answer to",
+}
+
+// Plan implements Planner: 3 to 6 tasks chosen by a hash of the request;
+// all but the last are independent (one, in larger plans, builds on the
+// first), and the last depends on every other.
+func (p *Sim) Plan(ctx context.Context, request string, step func(string)) (Plan, error) {
+	topic := sim.Topic(request, 60)
+	h := fnv.New32a()
+	h.Write([]byte(request))
+	n := 3 + int(h.Sum32()%4)
+
+	tasks := make([]wsproto.Task, 0, n)
+	final := make([]string, 0, n-1)
+	for i := 1; i < n; i++ {
+		t := wsproto.Task{
+			ID:          fmt.Sprintf("t%d", i),
+			Title:       fmt.Sprintf("%s %s", aspects[(i-1)%len(aspects)], topic),
+			Description: fmt.Sprintf("Part %d of %d of the work on %q.", i, n, topic),
+			DependsOn:   []string{},
+		}
+		if n >= 5 && i == n-1 {
+			t.DependsOn = []string{"t1"}
+		}
+		tasks = append(tasks, t)
+		final = append(final, t.ID)
+	}
+	tasks = append(tasks, wsproto.Task{
+		ID:          fmt.Sprintf("t%d", n),
+		Title:       "Write the answer to " + topic,
+		Description: "Combine the results of every other task into one answer.",
+		DependsOn:   final,
+	})
+
+	steps := []string{
+		fmt.Sprintf("Read the request (%d characters)", utf8.RuneCountInString(request)),
+		fmt.Sprintf("Split the work into %d tasks", n),
+		fmt.Sprintf("Ordered the tasks: %d can start at once", n-1-boolInt(n >= 5)),
+	}
+	for _, s := range steps {
+		if err := sim.Pause(ctx, p.Delay); err != nil {
+			return Plan{}, err
+		}
+		step(s)
+	}
+	return Plan{
+		Summary: fmt.Sprintf("Plan ready: %d tasks for %q", n, topic),
+		Tasks:   tasks,
+	}, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,10 @@
+// Package solver runs a plan's tasks as a DAG: a task starts when all its
+// dependencies have completed, at most MaxParallel run at once, a task that
+// does not complete takes its dependents down with it (skipped, with the
+// dependency named), and single tasks or the whole run can be cancelled.
+//
+// It defines the Model interface that executes one task and holds the
+// built-in simulated model (§9 of the contract). It reports what happens
+// through the Events interface and knows nothing of sessions, connections
+// or the wire format beyond the Task type.
+package solver

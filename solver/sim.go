@@ -1,0 +1,52 @@
+package solver
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/baton-run/baton/internal/sim"
+)
+
+// Sim is the simulated model: no network, no key. Each execution reports
+// progress in three steps and returns a result derived from the task and
+// its dependencies' results. [sim:sleep=<duration>] in a task's description
+// sets how long an execution takes.
+type Sim struct {
+	// Delay paces the progress steps when no directive says otherwise.
+	// Defaults to 0.
+	Delay time.Duration
+}
+
+var _ Model = (*Sim)(nil)
+
+const simSteps = 3
+
+// Solve implements Model.
+func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string)) (string, error) {
+	step := m.Delay
+	if d, ok := sim.Sleep(in.Task.Description); ok {
+		step = d / simSteps
+	}
+	messages := [simSteps]string{"Gathering material", "Working through it", "Checking the result"}
+	for i, msg := range messages {
+		if err := sim.Pause(ctx, step); err != nil {
+			return "", err
+		}
+		progress(float64(i+1)/simSteps, msg)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: done", sim.Topic(in.Task.Title, 80))
+	if len(in.Dependencies) > 0 {
+		deps := make([]string, 0, len(in.Dependencies))
+		for id := range in.Dependencies {
+			deps = append(deps, id)
+		}
+		sort.Strings(deps)
+		fmt.Fprintf(&b, ", building on %s", strings.Join(deps, ", "))
+	}
+	b.WriteString(".")
+	return b.String(), nil
+}
