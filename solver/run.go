@@ -172,6 +172,9 @@ func (s *scheduler) start(ctx context.Context, i, attempt int) {
 		began := time.Now()
 		last := 0.0
 		result, err := s.model.Solve(tctx, in, func(f float64, msg string) {
+			if f != f { // NaN
+				f = last
+			}
 			f = min(max(f, last), 1) // the contract: in [0,1], non-decreasing
 			last = f
 			s.events.Progress(t.ID, attempt, f, msg)

@@ -1,0 +1,166 @@
+package orchestrator
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// conn is one WebSocket connection. The handler goroutine reads (readLoop)
+// and a writer goroutine writes (writeLoop); everything else only calls
+// send and closeWith, which never block.
+type conn struct {
+	ws    *websocket.Conn
+	srv   *Server
+	log   *slog.Logger
+	limit int // most frames the queue may hold
+
+	// sess is the session the connection is attached to. Only the reader
+	// goroutine reads or writes it.
+	sess *session
+	// frames counts the client frames read so far (reader goroutine only).
+	frames int
+
+	mu          sync.Mutex // guards queue, spare, closeCode, closeReason
+	queue       [][]byte
+	spare       [][]byte
+	closeCode   websocket.StatusCode
+	closeReason string
+
+	closing atomic.Bool   // a close has been requested
+	wake    chan struct{} // cap 1: the writer has something to do
+	gone    chan struct{} // closed when the reader has stopped
+	pinging atomic.Bool
+	wg      sync.WaitGroup // the writer and any ping in flight
+}
+
+func newConn(srv *Server, ws *websocket.Conn, log *slog.Logger) *conn {
+	return &conn{
+		ws:    ws,
+		srv:   srv,
+		log:   log,
+		limit: srv.opts.SendQueue,
+		wake:  make(chan struct{}, 1),
+		gone:  make(chan struct{}),
+	}
+}
+
+// send queues frames for the writer without blocking. When the queue would
+// overflow the client is too slow: the connection is closed with 1013 and
+// the frames are dropped (they stay in the session's ring for a resume).
+// It reports whether the frames were queued.
+func (c *conn) send(frames ...[]byte) bool {
+	c.mu.Lock()
+	if c.closeCode != 0 {
+		c.mu.Unlock()
+		return false
+	}
+	if len(c.queue)+len(frames) > c.limit {
+		c.mu.Unlock()
+		c.log.Warn("send queue overflow; closing slow client", "queued", len(c.queue))
+		c.closeWith(websocket.StatusTryAgainLater, "client too slow")
+		return false
+	}
+	c.queue = append(c.queue, frames...)
+	c.mu.Unlock()
+	c.signal()
+	return true
+}
+
+// closeWith asks the writer to close the connection with code; queued frames
+// that were not written yet are dropped. The first request wins.
+func (c *conn) closeWith(code websocket.StatusCode, reason string) {
+	c.mu.Lock()
+	if c.closeCode == 0 {
+		c.closeCode, c.closeReason = code, reason
+		c.closing.Store(true)
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop is the connection's only writer. It returns when the
+// connection is closed, by request or because the reader stopped.
+func (c *conn) writeLoop() {
+	defer c.wg.Done()
+	var ping <-chan time.Time
+	if c.srv.opts.PingInterval > 0 {
+		t := time.NewTicker(c.srv.opts.PingInterval)
+		defer t.Stop()
+		ping = t.C
+	}
+	for {
+		select {
+		case <-c.gone:
+			c.ws.CloseNow()
+			return
+		case <-ping:
+			c.startPing()
+			continue
+		case <-c.wake:
+		}
+
+		c.mu.Lock()
+		batch := c.queue
+		c.queue, c.spare = c.spare[:0], nil
+		code, reason := c.closeCode, c.closeReason
+		c.mu.Unlock()
+
+		if code != 0 {
+			c.ws.Close(code, reason)
+			return
+		}
+		for _, f := range batch {
+			if c.closing.Load() {
+				break // the next turn of the loop closes
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, f)
+			cancel()
+			if err != nil {
+				c.log.Debug("write failed; dropping connection", "err", err)
+				c.ws.CloseNow()
+				return
+			}
+		}
+		clear(batch)
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.mu.Unlock()
+		if c.closing.Load() {
+			c.signal()
+		}
+	}
+}
+
+// startPing pings in a goroutine of its own, since Ping waits for the pong
+// and the writer must keep writing meanwhile. At most one is in flight. A
+// peer that does not answer within PongTimeout is dropped; its session
+// stays for a resume.
+func (c *conn) startPing() {
+	if !c.pinging.CompareAndSwap(false, true) {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.pinging.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.PongTimeout)
+		defer cancel()
+		if err := c.ws.Ping(ctx); err != nil {
+			c.log.Info("no pong; dropping connection", "err", err)
+			c.ws.CloseNow()
+		}
+	}()
+}

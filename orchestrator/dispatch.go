@@ -1,0 +1,139 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// readLoop reads client frames until the connection ends, answering each
+// bad one with system.error and changing nothing for it.
+func (c *conn) readLoop() {
+	for {
+		// No per-read deadline: cancelling a Read's context closes the
+		// connection, and liveness is the pinger's job.
+		typ, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.log.Debug("connection ended", "status", websocket.CloseStatus(err), "err", err)
+			return
+		}
+		c.frames++
+		if typ != websocket.MessageText {
+			c.sendError(&wsproto.Error{Code: wsproto.CodeInvalidMessage, Message: "binary frames are not accepted; send JSON text frames"})
+			continue
+		}
+		req, e := wsproto.DecodeText(data)
+		if e == nil {
+			e = c.dispatch(req)
+		}
+		if e != nil {
+			c.sendError(e)
+		}
+	}
+}
+
+func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
+	sess := c.sess
+	switch req := req.(type) {
+	case *wsproto.Message:
+		return sess.startRun(req.Text, nil)
+	case *wsproto.SolveTasks:
+		if req.Tasks == nil {
+			req.Tasks = []wsproto.Task{}
+		}
+		return sess.startRun("", req.Tasks)
+	case *wsproto.Response:
+		return sess.respond(req)
+	case *wsproto.Cancel:
+		return sess.cancelRun(errUserCancel)
+	case *wsproto.CancelTask:
+		return sess.cancelTask(req.TaskID)
+	case *wsproto.Ack:
+		return sess.ack(req.LastSeq)
+	case *wsproto.Reconnect:
+		return c.srv.resume(c, req)
+	}
+	return &wsproto.Error{Code: wsproto.CodeUnknownType, Message: "unsupported event", RefType: req.Event()}
+}
+
+// respond pairs a user.response with its open confirmation by step_id.
+func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	c, ok := sess.confirms[resp.StepID]
+	if !ok {
+		return &wsproto.Error{Code: wsproto.CodeStepIDMismatch, RefType: wsproto.EventUserResponse,
+			Message: "no open confirmation has this step_id (unknown, already answered or expired)"}
+	}
+	switch c.kind {
+	case wsproto.ConfirmPlan:
+		if resp.Confirmed == nil {
+			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
+				Message: `a plan confirmation needs "confirmed": true or false`}
+		}
+		if *resp.Confirmed && resp.Tasks != nil {
+			if probs := wsproto.ValidateTasks(resp.Tasks, sess.srv.opts.MaxTasks); probs != nil {
+				e := invalidTasks(probs)
+				e.RefType = wsproto.EventUserResponse
+				return e
+			}
+		}
+	case wsproto.ConfirmTaskFailed:
+		switch resp.Action {
+		case "retry", "skip", "abort":
+		default:
+			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
+				Message: `a task_failed confirmation needs "action": "retry", "skip" or "abort"`}
+		}
+	}
+	delete(sess.confirms, resp.StepID)
+	c.answer <- resp
+	return nil
+}
+
+func (sess *session) cancelRun(cause error) *wsproto.Error {
+	sess.mu.Lock()
+	r := sess.run
+	sess.mu.Unlock()
+	if r == nil {
+		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserCancel, Message: "no run to cancel"}
+	}
+	r.cancel(cause)
+	return nil
+}
+
+func (sess *session) cancelTask(taskID string) *wsproto.Error {
+	sess.mu.Lock()
+	r := sess.run
+	var sched *solver.Run
+	if r != nil {
+		sched = r.sched
+	}
+	sess.mu.Unlock()
+	if r == nil {
+		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserCancelTask, Message: "no run to cancel a task of"}
+	}
+	// Called without the session lock: the scheduler may be emitting.
+	if sched == nil || sched.CancelTask(r.ctx, taskID) != nil {
+		return &wsproto.Error{Code: wsproto.CodeUnknownTask, RefType: wsproto.EventUserCancelTask,
+			Message: "no pending or running task has this id"}
+	}
+	return nil
+}
+
+func (sess *session) ack(lastSeq uint64) *wsproto.Error {
+	err := sess.ring.Ack(context.Background(), lastSeq)
+	switch {
+	case errors.Is(err, buffer.ErrAhead):
+		return &wsproto.Error{Code: wsproto.CodeInvalidAck, RefType: wsproto.EventUserAck, Message: "last_seq is past the latest event"}
+	case err != nil:
+		sess.srv.log.Error("ack", "session", sess.id, "err", err)
+		return &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserAck, Message: "could not apply the ack"}
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/internal/sim"
+	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// run is one pipeline execution of a session. Its goroutine (execute) is
+// the only emitter of its events besides the solver's task goroutines,
+// which it waits for.
+type run struct {
+	id      string
+	sess    *session
+	request string
+	started time.Time
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// sched is the solver run while solving, nil otherwise. Guarded by
+	// sess.mu.
+	sched *solver.Run
+}
+
+// confirm is an open agent.user_confirm waiting for its user.response.
+type confirm struct {
+	stepID string
+	kind   string
+	run    *run
+	answer chan *wsproto.Response // cap 1; receives exactly one answer
+}
+
+// Causes of a run's cancellation that the client asked for.
+var (
+	errUserCancel = errors.New("cancelled by the user")
+	errUserAbort  = errors.New("aborted by the user")
+)
+
+// startRun starts a pipeline for request, or for tasks without planning
+// when tasks is non-nil. It runs on the connection's reader goroutine.
+func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.run != nil {
+		return &wsproto.Error{Code: wsproto.CodeBusy, Message: "a run is already active in this session"}
+	}
+	if tasks != nil {
+		if probs := wsproto.ValidateTasks(tasks, sess.srv.opts.MaxTasks); probs != nil {
+			return invalidTasks(probs)
+		}
+	}
+	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now()}
+	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
+	sess.run = r
+	sess.srv.runWG.Add(1)
+	go r.execute(tasks)
+	return nil
+}
+
+func invalidTasks(probs []wsproto.TaskProblem) *wsproto.Error {
+	return &wsproto.Error{Code: wsproto.CodeInvalidTasks,
+		Message: fmt.Sprintf("the task list has %d problem(s)", len(probs)), Details: probs}
+}
+
+func (r *run) execute(tasks []wsproto.Task) {
+	defer r.sess.srv.runWG.Done()
+	defer r.cancel(nil)
+	summary := ""
+	if tasks == nil {
+		plan, ok := r.plan()
+		if !ok {
+			return
+		}
+		if tasks, ok = r.confirmPlan(plan.Summary, plan.Tasks); !ok {
+			return
+		}
+		summary = plan.Summary
+	}
+	report, ok := r.solve(tasks, summary)
+	if !ok {
+		return
+	}
+	r.aggregate(summary, report)
+}
+
+func (r *run) emit(event, content string, meta any) {
+	r.sess.emit(event, "", content, meta)
+}
+
+// finish emits the run's last event (if event is not empty) and ends the
+// run in one step, so a client that has the event may start the next run.
+func (r *run) finish(event, content string, meta any) {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	r.finishLocked(event, content, meta)
+}
+
+func (r *run) finishLocked(event, content string, meta any) {
+	if event != "" {
+		r.sess.emitLocked(event, "", content, meta)
+	}
+	for id, c := range r.sess.confirms {
+		if c.run == r {
+			delete(r.sess.confirms, id)
+		}
+	}
+	if r.sess.run == r {
+		r.sess.run = nil
+	}
+}
+
+// stopped ends a run whose context is done: with pipeline.cancelled when
+// the user asked for it, silently when the session or server is going away.
+func (r *run) stopped() {
+	switch context.Cause(r.ctx) {
+	case errUserCancel:
+		r.finish(wsproto.EventPipelineCancelled, "Run cancelled",
+			&wsproto.PipelineCancelled{RunID: r.id, Reason: wsproto.ReasonUserCancel})
+	case errUserAbort:
+		r.finish(wsproto.EventPipelineCancelled, "Run aborted",
+			&wsproto.PipelineCancelled{RunID: r.id, Reason: wsproto.ReasonUserAbort})
+	default:
+		r.finish("", "", nil)
+	}
+}
+
+func (r *run) plan() (planner.Plan, bool) {
+	r.emit(wsproto.EventPlanStart, "Planning", &wsproto.PlanStart{RunID: r.id, Request: r.request})
+	step := 0
+	p, err := r.sess.srv.models.Planner.Plan(r.ctx, r.request, func(desc string) {
+		step++
+		r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
+	})
+	if r.ctx.Err() != nil {
+		r.stopped()
+		return p, false
+	}
+	if err == nil {
+		if probs := wsproto.ValidateTasks(p.Tasks, r.sess.srv.opts.MaxTasks); probs != nil {
+			err = fmt.Errorf("unusable plan: %s", probs[0].Message)
+		}
+	}
+	if err != nil {
+		r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "err", err)
+		r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
+			RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: err.Error()})
+		return p, false
+	}
+	for i := range p.Tasks {
+		if p.Tasks[i].DependsOn == nil {
+			p.Tasks[i].DependsOn = []string{}
+		}
+	}
+	r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
+	return p, true
+}
+
+// confirmPlan asks the user to confirm the plan and returns the tasks to
+// solve: the plan's, or the user's edit of them.
+func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task, bool) {
+	timeout := r.sess.srv.opts.ConfirmTimeout
+	c := r.openConfirm(&wsproto.UserConfirm{
+		Kind:        wsproto.ConfirmPlan,
+		PlanSummary: summary,
+		Tasks:       tasks,
+	}, "Confirm the plan", timeout)
+	answer, ok := r.await(c, timeout, func() {
+		r.finishLocked(wsproto.EventPlanCancelled, "No answer: plan cancelled",
+			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonConfirmTimeout})
+	})
+	if !ok {
+		return nil, false
+	}
+	if !*answer.Confirmed {
+		r.finish(wsproto.EventPlanCancelled, "Plan rejected",
+			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonUserReject})
+		return nil, false
+	}
+	if answer.Tasks != nil {
+		tasks = answer.Tasks
+	}
+	return tasks, true
+}
+
+// openConfirm registers a confirmation and emits its agent.user_confirm in
+// one step, so no answer can arrive for a step_id the session does not know.
+func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout time.Duration) *confirm {
+	prefix := "confirm_plan_"
+	if meta.Kind == wsproto.ConfirmTaskFailed {
+		prefix = "confirm_task_"
+	}
+	c := &confirm{stepID: prefix + uuid.NewString(), kind: meta.Kind, run: r, answer: make(chan *wsproto.Response, 1)}
+	meta.RunID, meta.StepID = r.id, c.stepID
+	meta.ExpiresAt = time.Now().Add(timeout).UTC()
+	r.sess.mu.Lock()
+	r.sess.confirms[c.stepID] = c
+	r.sess.emitLocked(wsproto.EventUserConfirm, c.stepID, content, meta)
+	r.sess.mu.Unlock()
+	return c
+}
+
+// await waits for c's answer. On timeout it closes the confirmation and
+// calls expired with the session locked, unless an answer won the race. On
+// cancellation it ends the run. ok is false when there is no answer.
+func (r *run) await(c *confirm, timeout time.Duration, expired func()) (*wsproto.Response, bool) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case a := <-c.answer:
+		return a, true
+	case <-r.ctx.Done():
+		r.stopped()
+		return nil, false
+	case <-t.C:
+	}
+	r.sess.mu.Lock()
+	if _, open := r.sess.confirms[c.stepID]; open {
+		delete(r.sess.confirms, c.stepID)
+		expired()
+		r.sess.mu.Unlock()
+		return nil, false
+	}
+	r.sess.mu.Unlock()
+	return <-c.answer, true // answered just before the timer fired
+}
+
+func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) {
+	opts := r.sess.srv.opts
+	sched := solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, solver.Options{
+		MaxParallel: opts.MaxParallel,
+		Request:     r.request,
+		PlanSummary: summary,
+	})
+	r.sess.mu.Lock()
+	r.sess.state.BeginSolving(r.id, r.request, tasks)
+	r.sched = sched
+	r.sess.mu.Unlock()
+
+	report := sched.Execute(r.ctx)
+
+	r.sess.mu.Lock()
+	r.sched = nil
+	r.sess.mu.Unlock()
+	if r.ctx.Err() != nil {
+		r.stopped()
+		return report, false
+	}
+	return report, true
+}
+
+func (r *run) aggregate(summary string, report solver.Report) {
+	counts := wsproto.AggregateStart{
+		RunID:     r.id,
+		Completed: report.Count(wsproto.TaskCompleted),
+		Failed:    report.Count(wsproto.TaskFailed),
+		Skipped:   report.Count(wsproto.TaskSkipped),
+		Cancelled: report.Count(wsproto.TaskCancelled),
+	}
+	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
+
+	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks))}
+	for i, t := range report.Tasks {
+		in.Tasks[i] = aggregator.TaskOutcome{Task: t.Task, Status: t.Status,
+			Result: report.Results[t.Task.ID], Error: report.Errors[t.Task.ID]}
+	}
+	out, err := r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
+		r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
+	})
+	if r.ctx.Err() != nil {
+		r.stopped()
+		return
+	}
+	if err != nil {
+		r.sess.srv.log.Info("aggregation failed", "session", r.sess.id, "run", r.id, "err", err)
+		out.Summary = "The results could not be summarised: " + err.Error()
+		out.Answer = out.Summary
+	}
+	r.emit(wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
+
+	status := wsproto.StatusPartial
+	switch counts.Completed {
+	case len(report.Tasks):
+		status = wsproto.StatusSucceeded
+	case 0:
+		status = wsproto.StatusFailed
+	}
+	r.emit(wsproto.EventPipelineCompleted, "Run "+status, &wsproto.PipelineCompleted{
+		RunID:      r.id,
+		Status:     status,
+		Completed:  counts.Completed,
+		Failed:     counts.Failed,
+		Skipped:    counts.Skipped,
+		Cancelled:  counts.Cancelled,
+		DurationMS: time.Since(r.started).Milliseconds(),
+	})
+	r.finish(wsproto.EventFinalAnswer, out.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: out.Answer})
+}
+
+// taskEvents turns the solver's reports into sequenced events.
+type taskEvents struct{ r *run }
+
+var _ solver.Events = taskEvents{}
+
+func (e taskEvents) Started(id string, attempt int) {
+	e.r.emit(wsproto.EventSolverStart, "Started "+id, &wsproto.SolverStart{RunID: e.r.id, TaskID: id, Attempt: attempt})
+}
+
+func (e taskEvents) Progress(id string, attempt int, f float64, msg string) {
+	e.r.emit(wsproto.EventSolverProgress, msg, &wsproto.SolverProgress{
+		RunID: e.r.id, TaskID: id, Attempt: attempt, Progress: f, Message: msg})
+}
+
+func (e taskEvents) Completed(id string, attempt int, result string, took time.Duration) {
+	e.r.emit(wsproto.EventSolverCompleted, "Completed "+id, &wsproto.SolverCompleted{
+		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: result, DurationMS: took.Milliseconds()})
+}
+
+func (e taskEvents) Failed(id string, attempt int, err error) {
+	e.r.emit(wsproto.EventExecutionError, "Task "+id+" failed", &wsproto.ExecutionError{
+		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: "internal",
+		Message: sim.Topic(err.Error(), 200), Recoverable: false, SuggestedAction: "abort"})
+}
+
+func (e taskEvents) Cancelled(id, reason string) {
+	e.r.emit(wsproto.EventSolverCancelled, "Cancelled "+id, &wsproto.SolverCancelled{RunID: e.r.id, TaskID: id, Reason: reason})
+}
+
+func (e taskEvents) Skipped(id, dependency string) {
+	e.r.emit(wsproto.EventSolverSkipped, "Skipped "+id, &wsproto.SolverSkipped{
+		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonDependencyFailed, Dependency: dependency})
+}

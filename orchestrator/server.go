@@ -1,0 +1,276 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/solver"
+)
+
+// Options configure a Server. A nil *Options means all defaults; New never
+// modifies the caller's struct.
+type Options struct {
+	// BufferSize is each session's ring capacity. Defaults to 1000.
+	BufferSize int
+	// SessionTTL is how long a session outlives its last connection.
+	// Defaults to 5m.
+	SessionTTL time.Duration
+	// ConfirmTimeout is how long a confirmation waits for its answer.
+	// Defaults to 5m.
+	ConfirmTimeout time.Duration
+	// MaxParallel is how many tasks of a run may execute at once. Defaults to 4.
+	MaxParallel int
+	// MaxAttempts is how many retries a failed task gets. Defaults to 3.
+	MaxAttempts int
+	// RetryBase is the first backoff delay. Defaults to 1s.
+	RetryBase time.Duration
+	// MaxTasks is the longest task list accepted. Defaults to 50.
+	MaxTasks int
+	// ReadLimit is the largest client frame in bytes; a larger one closes
+	// the connection with 1009. Defaults to 65536.
+	ReadLimit int64
+	// AllowedOrigins are host patterns (path.Match syntax) accepted in the
+	// Origin header besides the request's own host. Defaults to none.
+	AllowedOrigins []string
+	// PingInterval is how often the server pings. Defaults to 25s.
+	PingInterval time.Duration
+	// PongTimeout is how long a ping waits for its pong, and how long one
+	// write may take. Defaults to 10s.
+	PongTimeout time.Duration
+	// WriteTimeout bounds one frame write. Defaults to PongTimeout.
+	WriteTimeout time.Duration
+	// SendQueue is the most frames a connection may have waiting to be
+	// written before it is closed as too slow (1013). Defaults to
+	// BufferSize + 64, so a full-ring replay always fits.
+	SendQueue int
+	// NewRing makes a session's ring. Defaults to buffer.NewMemory.
+	NewRing func(capacity int) buffer.Ring
+	// Logger receives the server's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defInt(&c.BufferSize, buffer.DefaultCapacity)
+	def(&c.SessionTTL, 5*time.Minute)
+	def(&c.ConfirmTimeout, 5*time.Minute)
+	defInt(&c.MaxParallel, 4)
+	defInt(&c.MaxAttempts, 3)
+	def(&c.RetryBase, time.Second)
+	defInt(&c.MaxTasks, 50)
+	if c.ReadLimit <= 0 {
+		c.ReadLimit = 65536
+	}
+	def(&c.PingInterval, 25*time.Second)
+	def(&c.PongTimeout, 10*time.Second)
+	def(&c.WriteTimeout, c.PongTimeout)
+	defInt(&c.SendQueue, c.BufferSize+64)
+	if c.NewRing == nil {
+		c.NewRing = func(n int) buffer.Ring { return buffer.NewMemory(n) }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
+	return c
+}
+
+// Models are the pipeline's three stages.
+type Models struct {
+	Planner    planner.Planner
+	Solver     solver.Model
+	Aggregator aggregator.Aggregator
+}
+
+// Server serves Baton's WebSocket endpoint. Its methods may be called
+// concurrently. Close it to end every connection, session and run.
+type Server struct {
+	opts   Options
+	models Models
+	log    *slog.Logger
+
+	// ctx is the parent of every run; cancelled by Close.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex // guards sessions, conns, closed
+	sessions map[string]*session
+	conns    map[*conn]struct{}
+	closed   bool
+
+	connWG    sync.WaitGroup // connection handlers
+	runWG     sync.WaitGroup // pipeline runs
+	janitorWG sync.WaitGroup // the expiry sweeper
+	stopSweep chan struct{}
+}
+
+// ErrServerClosed is the cause of runs cancelled by Close.
+var ErrServerClosed = errors.New("orchestrator: server closed")
+
+// New returns a Server running pipelines on models.
+func New(models Models, opts *Options) (*Server, error) {
+	if models.Planner == nil || models.Solver == nil || models.Aggregator == nil {
+		return nil, fmt.Errorf("new orchestrator: a planner, a solver and an aggregator are required")
+	}
+	o := opts.withDefaults()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s := &Server{
+		opts:      o,
+		models:    models,
+		log:       o.Logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		sessions:  make(map[string]*session),
+		conns:     make(map[*conn]struct{}),
+		stopSweep: make(chan struct{}),
+	}
+	s.janitorWG.Add(1)
+	go s.sweep()
+	return s, nil
+}
+
+// Sessions returns the number of live sessions.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// ServeHTTP upgrades the request to a WebSocket and serves it until the
+// connection ends. The handler's goroutine is the connection's reader.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	defer s.connWG.Done()
+
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		OriginPatterns:  s.opts.AllowedOrigins,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		s.log.Info("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	ws.SetReadLimit(s.opts.ReadLimit)
+
+	sess := s.newSession()
+	c := newConn(s, ws, s.log.With("session", sess.id))
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ws.Close(websocket.StatusServiceRestart, "server restarting")
+		s.dropSession(sess)
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+
+	c.wg.Add(1)
+	go c.writeLoop()
+	sess.attachFresh(c)
+	c.readLoop()
+
+	close(c.gone)
+	c.wg.Wait()
+	c.sess.detach(c)
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Close closes every connection with 1012, then cancels every run and
+// session, and waits for all their goroutines. If ctx ends first,
+// connections still closing are dropped without a handshake.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	for _, c := range conns {
+		c.closeWith(websocket.StatusServiceRestart, "server restarting")
+	}
+	connsDone := make(chan struct{})
+	go func() { s.connWG.Wait(); close(connsDone) }()
+	var err error
+	select {
+	case <-connsDone:
+	case <-ctx.Done():
+		err = fmt.Errorf("close connections: %w", ctx.Err())
+		for _, c := range conns {
+			c.ws.CloseNow()
+		}
+		<-connsDone
+	}
+
+	close(s.stopSweep)
+	s.janitorWG.Wait()
+	s.cancel(ErrServerClosed)
+	s.runWG.Wait()
+	s.mu.Lock()
+	clear(s.sessions)
+	s.mu.Unlock()
+	return err
+}
+
+// sweep expires sessions that have had no connection for SessionTTL.
+func (s *Server) sweep() {
+	defer s.janitorWG.Done()
+	every := min(max(s.opts.SessionTTL/8, 5*time.Millisecond), time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case now := <-t.C:
+			var expired []*session
+			s.mu.Lock()
+			for _, sess := range s.sessions {
+				if at := sess.detachedAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= s.opts.SessionTTL {
+					expired = append(expired, sess)
+				}
+			}
+			s.mu.Unlock()
+			for _, sess := range expired {
+				sess.expire()
+			}
+		}
+	}
+}

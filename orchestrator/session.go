@@ -1,0 +1,260 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// session is a client's state across connections: its ring, its
+// client-visible state, its run and its open confirmations.
+type session struct {
+	id    string
+	token string
+	srv   *Server
+	ring  buffer.Ring
+	// detachedAt is when the last connection left (UnixNano), 0 while a
+	// connection is attached. The sweeper reads it without the lock.
+	detachedAt atomic.Int64
+
+	mu       sync.Mutex // guards the fields below; held across append+send
+	conn     *conn
+	state    wsproto.State
+	run      *run
+	confirms map[string]*confirm
+	closed   bool
+}
+
+func (s *Server) newSession() *session {
+	sess := &session{
+		id:       "sess_" + uuid.NewString(),
+		token:    newToken(),
+		srv:      s,
+		ring:     s.opts.NewRing(s.opts.BufferSize),
+		confirms: make(map[string]*confirm),
+	}
+	s.mu.Lock()
+	s.sessions[sess.id] = sess
+	s.mu.Unlock()
+	return sess
+}
+
+// newToken returns a resume token of 256 random bits.
+func newToken() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (s *Server) lookup(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id]
+}
+
+// dropSession forgets a session that has no run and no connection.
+func (s *Server) dropSession(sess *session) {
+	sess.mu.Lock()
+	sess.closed = true
+	sess.mu.Unlock()
+	s.mu.Lock()
+	delete(s.sessions, sess.id)
+	s.mu.Unlock()
+}
+
+// attachFresh attaches the connection that created the session and greets
+// it with system.connected.
+func (sess *session) attachFresh(c *conn) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	c.sess = sess
+	sess.conn = c
+	c.send(sess.frame(wsproto.EventConnected, "", "connected", &wsproto.Connected{
+		SessionID:      sess.id,
+		ResumeToken:    sess.token,
+		BufferCapacity: sess.ring.Cap(),
+	}))
+}
+
+// detach notes that c has gone; the session starts its TTL if c was its
+// connection.
+func (sess *session) detach(c *conn) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.conn == c {
+		sess.conn = nil
+		sess.detachedAt.Store(time.Now().UnixNano())
+	}
+}
+
+// expire frees a session whose TTL ran out, unless a connection came back.
+func (sess *session) expire() {
+	sess.mu.Lock()
+	if sess.conn != nil || sess.closed || sess.detachedAt.Load() == 0 {
+		sess.mu.Unlock()
+		return
+	}
+	sess.closed = true
+	r := sess.run
+	sess.mu.Unlock()
+	if r != nil {
+		r.cancel(errSessionExpired)
+	}
+	sess.srv.mu.Lock()
+	delete(sess.srv.sessions, sess.id)
+	sess.srv.mu.Unlock()
+	sess.srv.log.Info("session expired", "session", sess.id)
+}
+
+var errSessionExpired = errors.New("session expired")
+
+// frame encodes an unsequenced frame for this session.
+func (sess *session) frame(event, stepID, content string, meta any) []byte {
+	f := wsproto.Frame{
+		Event:     event,
+		EventID:   newEventID(),
+		SessionID: sess.id,
+		StepID:    stepID,
+		Timestamp: time.Now(),
+		Content:   content,
+		Metadata:  meta,
+	}
+	b, err := wsproto.AppendFrame(nil, f)
+	if err != nil {
+		sess.srv.log.Error("encode frame", "session", sess.id, "event", event, "err", err)
+		f.Event, f.Content = wsproto.EventError, "internal error"
+		f.Metadata = &wsproto.Error{Code: wsproto.CodeInternal, Message: "the server could not encode a frame"}
+		b, _ = wsproto.AppendFrame(nil, f)
+	}
+	return b
+}
+
+func newEventID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+// emit appends a sequenced event to the ring, folds it into the state and
+// sends it to the attached connection, if any, all under the session lock.
+func (sess *session) emit(event, stepID, content string, meta any) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.emitLocked(event, stepID, content, meta)
+}
+
+func (sess *session) emitLocked(event, stepID, content string, meta any) {
+	id := newEventID()
+	now := time.Now()
+	e, err := sess.ring.Append(context.Background(), id, func(seq uint64) ([]byte, error) {
+		return wsproto.AppendFrame(make([]byte, 0, 256), wsproto.Frame{
+			Event:     event,
+			EventID:   id,
+			Seq:       seq,
+			SessionID: sess.id,
+			StepID:    stepID,
+			Timestamp: now,
+			Content:   content,
+			Metadata:  meta,
+		})
+	})
+	if err != nil {
+		sess.srv.log.Error("append event", "session", sess.id, "event", event, "err", err)
+		return
+	}
+	sess.state.Apply(event, meta)
+	if sess.conn != nil {
+		sess.conn.send(e.Data)
+	}
+}
+
+// sendError answers a client frame with system.error on its connection.
+func (c *conn) sendError(e *wsproto.Error) {
+	c.send(c.sess.frame(wsproto.EventError, "", e.Message, e))
+}
+
+// resume attaches c to the session named in req, replaying or resyncing
+// (§3.5). It runs on c's reader goroutine.
+func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
+	if c.frames > 1 {
+		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
+			Message: "user.reconnect_with_state must be the first frame of a connection"}
+	}
+	rejected := &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect, Message: "unknown or expired session, or wrong resume token"}
+	old := s.lookup(req.SessionID)
+	if old == nil || subtle.ConstantTimeCompare([]byte(old.token), []byte(req.ResumeToken)) != 1 {
+		return rejected
+	}
+	fresh := c.sess
+
+	old.mu.Lock()
+	if old.closed {
+		old.mu.Unlock()
+		return rejected
+	}
+	ctx := context.Background()
+	last, lastSum, err := old.ring.Last(ctx)
+	if err != nil {
+		old.mu.Unlock()
+		c.log.Error("resume: read ring", "err", err)
+		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
+	}
+	entries, err := old.ring.Since(ctx, req.LastSeq)
+	replay := err == nil
+	if replay && req.StateChecksum != "" {
+		sum, err := old.ring.Checksum(ctx, req.LastSeq)
+		replay = err == nil && sum == req.StateChecksum
+	}
+	n := 0
+	if replay {
+		n = len(entries)
+	}
+	frames := make([][]byte, 0, 2+n)
+	frames = append(frames, old.frame(wsproto.EventConnected, "", "resumed", &wsproto.Connected{
+		SessionID:      old.id,
+		ResumeToken:    old.token,
+		Resumed:        true,
+		LastSeq:        last,
+		StateChecksum:  lastSum,
+		BufferCapacity: old.ring.Cap(),
+		Replayed:       &n,
+		Resync:         !replay,
+	}))
+	if replay {
+		for _, e := range entries {
+			frames = append(frames, e.Data)
+		}
+	} else {
+		snap := old.state.Snapshot(last, lastSum)
+		frames = append(frames, old.frame(wsproto.EventStateSnapshot, "", "state snapshot", &snap))
+	}
+	prev := old.conn
+	old.conn = c
+	old.detachedAt.Store(0)
+	c.sess = old
+	c.log = s.log.With("session", old.id)
+	c.send(frames...)
+	old.mu.Unlock()
+
+	if prev != nil && prev != c {
+		prev.closeWith(websocket.StatusCode(wsproto.CloseSessionReplaced), "session replaced")
+	}
+	if fresh != old {
+		s.dropSession(fresh)
+	}
+	c.log.Info("session resumed", "replayed", n, "resync", !replay)
+	return nil
+}
