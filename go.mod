@@ -6,3 +6,5 @@ require (
 	github.com/coder/websocket v1.8.15
 	github.com/google/uuid v1.6.0
 )
+
+require go.uber.org/goleak v1.3.0 // indirect
