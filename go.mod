@@ -7,4 +7,7 @@ require (
 	github.com/google/uuid v1.6.0
 )
 
-require go.uber.org/goleak v1.3.0 // indirect
+require (
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/internal/sim"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -59,7 +60,7 @@ func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Out
 	var answer strings.Builder
 	done := 0
 	for _, t := range in.Tasks {
-		if err := sim.Pause(ctx, a.Delay); err != nil {
+		if err := failure.Wait(ctx, a.Delay); err != nil {
 			return Output{}, err
 		}
 		var line string

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/internal/sim"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -82,7 +83,7 @@ func (p *Sim) Plan(ctx context.Context, request string, step func(string)) (Plan
 		fmt.Sprintf("Ordered the tasks: %d can start at once", n-1-boolInt(n >= 5)),
 	}
 	for _, s := range steps {
-		if err := sim.Pause(ctx, p.Delay); err != nil {
+		if err := failure.Wait(ctx, p.Delay); err != nil {
 			return Plan{}, err
 		}
 		step(s)

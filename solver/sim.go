@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/internal/sim"
 )
 
@@ -32,7 +33,7 @@ func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string
 	}
 	messages := [simSteps]string{"Gathering material", "Working through it", "Checking the result"}
 	for i, msg := range messages {
-		if err := sim.Pause(ctx, step); err != nil {
+		if err := failure.Wait(ctx, step); err != nil {
 			return "", err
 		}
 		progress(float64(i+1)/simSteps, msg)

@@ -1,31 +1,17 @@
 // Package sim holds what the simulated planner, solver and aggregator share:
-// pacing that gives way to cancellation, one-line topics, and the fault
-// directives of §9 of the contract ([sim:sleep=…] and, later, [sim:fail=…]).
+// one-line topics and the fault directives of §9 of the contract:
+// [sim:sleep=<duration>], [sim:fail=<error_type>*<n>],
+// [sim:plan_fail=<error_type>*<n>], and Baton's [sim:retry_after=<duration>],
+// which makes a simulated rate_limit failure carry a Retry-After.
 package sim
 
 import (
-	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 )
-
-// Pause waits for d or until ctx is done, whichever comes first, and
-// returns ctx's error in the second case.
-func Pause(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // Topic is text reduced to one line of at most max runes, with directives
 // removed, for titles and summaries.
@@ -40,11 +26,26 @@ func Topic(text string, max int) string {
 
 var directive = regexp.MustCompile(`\[sim:([a-z_]+)=([^\]]*)\]`)
 
+// Fail returns the error type and count of a [sim:fail=<type>*<n>]
+// directive in text: the first n executions fail with that type.
+func Fail(text string) (errorType string, n int, ok bool) { return fault(text, "fail") }
+
+// PlanFail is Fail for [sim:plan_fail=<type>*<n>] in a request.
+func PlanFail(text string) (errorType string, n int, ok bool) { return fault(text, "plan_fail") }
+
+// RetryAfter returns the duration of a [sim:retry_after=<duration>] directive.
+func RetryAfter(text string) time.Duration {
+	d, _ := duration(text, "retry_after")
+	return d
+}
+
 // Sleep returns the duration of a [sim:sleep=<duration>] directive in text,
 // and whether there was a valid one.
-func Sleep(text string) (time.Duration, bool) {
+func Sleep(text string) (time.Duration, bool) { return duration(text, "sleep") }
+
+func duration(text, name string) (time.Duration, bool) {
 	for _, m := range directive.FindAllStringSubmatch(text, -1) {
-		if m[1] != "sleep" {
+		if m[1] != name {
 			continue
 		}
 		if d, err := time.ParseDuration(m[2]); err == nil && d >= 0 {
@@ -52,4 +53,24 @@ func Sleep(text string) (time.Duration, bool) {
 		}
 	}
 	return 0, false
+}
+
+func fault(text, name string) (string, int, bool) {
+	for _, m := range directive.FindAllStringSubmatch(text, -1) {
+		if m[1] != name {
+			continue
+		}
+		typ, count, found := strings.Cut(m[2], "*")
+		n := 1
+		if found {
+			var err error
+			if n, err = strconv.Atoi(count); err != nil || n < 0 {
+				continue
+			}
+		}
+		if typ != "" {
+			return typ, n, true
+		}
+	}
+	return "", 0, false
 }
