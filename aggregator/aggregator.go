@@ -57,6 +57,9 @@ var _ Aggregator = (*Sim)(nil)
 // answer built from the completed tasks' results.
 func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Output, error) {
 	topic := sim.Topic(in.Request, 80)
+	if topic == "" {
+		topic = "your tasks" // a user.solve_tasks run has no request
+	}
 	var answer strings.Builder
 	done := 0
 	for _, t := range in.Tasks {
@@ -78,15 +81,22 @@ func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Out
 		answer.WriteByte('\n')
 	}
 	if done == 0 {
-		summary := fmt.Sprintf("No task completed for %q.", topic)
+		summary := fmt.Sprintf("No task completed for %s.", quote(topic))
 		return Output{
 			Summary: summary,
 			Answer:  summary + " Nothing could be produced:\n" + answer.String(),
 		}, nil
 	}
-	summary := fmt.Sprintf("%d of %d tasks completed for %q.", done, len(in.Tasks), topic)
+	summary := fmt.Sprintf("%d of %d tasks completed for %s.", done, len(in.Tasks), quote(topic))
 	return Output{
 		Summary: summary,
-		Answer:  fmt.Sprintf("Answer to %q:\n%s", topic, answer.String()),
+		Answer:  fmt.Sprintf("Answer to %s:\n%s", quote(topic), answer.String()),
 	}, nil
+}
+
+func quote(topic string) string {
+	if topic == "your tasks" {
+		return topic
+	}
+	return fmt.Sprintf("%q", topic)
 }

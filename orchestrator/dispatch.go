@@ -91,7 +91,7 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 				Message: `a task_failed confirmation needs "action": "retry", "skip" or "abort"`}
 		}
 	}
-	delete(sess.confirms, resp.StepID)
+	sess.closeConfirmLocked(resp.StepID)
 	c.answer <- resp
 	return nil
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/baton-run/baton/aggregator"
-	"github.com/baton-run/baton/internal/sim"
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/wsproto"
@@ -111,7 +112,7 @@ func (r *run) finishLocked(event, content string, meta any) {
 	}
 	for id, c := range r.sess.confirms {
 		if c.run == r {
-			delete(r.sess.confirms, id)
+			r.sess.closeConfirmLocked(id)
 		}
 	}
 	if r.sess.run == r {
@@ -134,35 +135,70 @@ func (r *run) stopped() {
 	}
 }
 
+// plan drafts the plan, retrying model failures and unusable plans per
+// the retry policy (§5.2): error.execution and error.recovery_started with
+// stage "plan", then plan.completed, or plan.cancelled when out of retries.
 func (r *run) plan() (planner.Plan, bool) {
+	opts := r.sess.srv.opts
 	r.emit(wsproto.EventPlanStart, "Planning", &wsproto.PlanStart{RunID: r.id, Request: r.request})
+	delays := opts.retryPolicy().Backoff()
 	step := 0
-	p, err := r.sess.srv.models.Planner.Plan(r.ctx, r.request, func(desc string) {
-		step++
-		r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
-	})
-	if r.ctx.Err() != nil {
-		r.stopped()
-		return p, false
-	}
-	if err == nil {
-		if probs := wsproto.ValidateTasks(p.Tasks, r.sess.srv.opts.MaxTasks); probs != nil {
-			err = fmt.Errorf("unusable plan: %s", probs[0].Message)
+	req := planner.Request{Text: r.request}
+	for retry := 0; ; retry++ {
+		req.Attempt = retry + 1
+		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
+			step++
+			r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
+		})
+		if r.ctx.Err() != nil {
+			r.stopped()
+			return p, false
+		}
+		if err == nil {
+			probs := wsproto.ValidateTasks(p.Tasks, opts.MaxTasks)
+			if probs == nil {
+				normalize(p.Tasks)
+				r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
+				return p, true
+			}
+			req.Feedback = problemsText(probs)
+			err = failure.New(failure.Validation, "unusable plan: %s", req.Feedback)
+		}
+		class := failure.Classify(err)
+		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
+			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: err.Error(),
+			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
+		if !class.Recoverable || retry >= opts.MaxAttempts {
+			r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "attempts", req.Attempt, "type", class.Type)
+			r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
+				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: err.Error()})
+			return p, false
+		}
+		delay := delays.Next(class)
+		r.emit(wsproto.EventRecoveryStarted, "Retrying the plan", &wsproto.RecoveryStarted{
+			RunID: r.id, Stage: "plan", RecoveryStrategy: "retry", Attempt: retry + 1,
+			MaxAttempts: opts.MaxAttempts, DelayMS: delay.Milliseconds()})
+		if failure.Wait(r.ctx, delay) != nil {
+			r.stopped()
+			return p, false
 		}
 	}
-	if err != nil {
-		r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "err", err)
-		r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
-			RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: err.Error()})
-		return p, false
-	}
-	for i := range p.Tasks {
-		if p.Tasks[i].DependsOn == nil {
-			p.Tasks[i].DependsOn = []string{}
+}
+
+func normalize(tasks []wsproto.Task) {
+	for i := range tasks {
+		if tasks[i].DependsOn == nil {
+			tasks[i].DependsOn = []string{}
 		}
 	}
-	r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
-	return p, true
+}
+
+func problemsText(probs []wsproto.TaskProblem) string {
+	msgs := make([]string, len(probs))
+	for i, p := range probs {
+		msgs[i] = p.Message
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // confirmPlan asks the user to confirm the plan and returns the tasks to
@@ -174,11 +210,14 @@ func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task,
 		PlanSummary: summary,
 		Tasks:       tasks,
 	}, "Confirm the plan", timeout)
-	answer, ok := r.await(c, timeout, func() {
+	answer, err := r.await(r.ctx, c, timeout, func() {
 		r.finishLocked(wsproto.EventPlanCancelled, "No answer: plan cancelled",
 			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonConfirmTimeout})
 	})
-	if !ok {
+	if err != nil {
+		if err != errExpired {
+			r.stopped()
+		}
 		return nil, false
 	}
 	if !*answer.Confirmed {
@@ -209,35 +248,43 @@ func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout tim
 	return c
 }
 
-// await waits for c's answer. On timeout it closes the confirmation and
-// calls expired with the session locked, unless an answer won the race. On
-// cancellation it ends the run. ok is false when there is no answer.
-func (r *run) await(c *confirm, timeout time.Duration, expired func()) (*wsproto.Response, bool) {
+var errExpired = errors.New("confirmation expired")
+
+// await waits for c's answer. When the timeout passes first it closes the
+// confirmation and calls expired with the session locked (unless an answer
+// won the race) and returns errExpired; when ctx is done first it closes
+// the confirmation and returns ctx's error.
+func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expired func()) (*wsproto.Response, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
+	var err error
 	select {
 	case a := <-c.answer:
-		return a, true
-	case <-r.ctx.Done():
-		r.stopped()
-		return nil, false
+		return a, nil
+	case <-ctx.Done():
+		err = ctx.Err()
 	case <-t.C:
+		err = errExpired
 	}
 	r.sess.mu.Lock()
 	if _, open := r.sess.confirms[c.stepID]; open {
-		delete(r.sess.confirms, c.stepID)
-		expired()
+		r.sess.closeConfirmLocked(c.stepID)
+		if err == errExpired && expired != nil {
+			expired()
+		}
 		r.sess.mu.Unlock()
-		return nil, false
+		return nil, err
 	}
 	r.sess.mu.Unlock()
-	return <-c.answer, true // answered just before the timer fired
+	return <-c.answer, nil // answered just before
 }
 
 func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) {
 	opts := r.sess.srv.opts
 	sched := solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, solver.Options{
 		MaxParallel: opts.MaxParallel,
+		Retry:       opts.retryPolicy(),
+		TaskTimeout: opts.TaskTimeout,
 		Request:     r.request,
 		PlanSummary: summary,
 	})
@@ -325,10 +372,49 @@ func (e taskEvents) Completed(id string, attempt int, result string, took time.D
 		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: result, DurationMS: took.Milliseconds()})
 }
 
-func (e taskEvents) Failed(id string, attempt int, err error) {
+func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
 	e.r.emit(wsproto.EventExecutionError, "Task "+id+" failed", &wsproto.ExecutionError{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: "internal",
-		Message: sim.Topic(err.Error(), 200), Recoverable: false, SuggestedAction: "abort"})
+		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: err.Error(),
+		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
+}
+
+func (e taskEvents) Retrying(id string, retry, maxAttempts int, delay time.Duration) {
+	e.r.emit(wsproto.EventRecoveryStarted, "Retrying "+id, &wsproto.RecoveryStarted{
+		RunID: e.r.id, TaskID: id, RecoveryStrategy: "retry", Attempt: retry,
+		MaxAttempts: maxAttempts, DelayMS: delay.Milliseconds()})
+}
+
+func (e taskEvents) Recovered(id string, attempt int) {
+	e.r.emit(wsproto.EventRecoverySuccess, "Recovered "+id, &wsproto.RecoverySuccess{RunID: e.r.id, TaskID: id, Attempt: attempt})
+}
+
+func (e taskEvents) GaveUp(id string, attempts int, err error) {
+	e.r.emit(wsproto.EventRecoveryFailed, "Gave up on "+id, &wsproto.RecoveryFailed{
+		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: err.Error()})
+}
+
+// Decide asks the user what to do with a task that gave up (kind
+// task_failed). No answer within the confirm timeout counts as skip; abort
+// cancels the run.
+func (e taskEvents) Decide(ctx context.Context, id string, err error) solver.Decision {
+	timeout := e.r.sess.srv.opts.ConfirmTimeout
+	c := e.r.openConfirm(&wsproto.UserConfirm{
+		Kind:    wsproto.ConfirmTaskFailed,
+		TaskID:  id,
+		Options: []string{"retry", "skip", "abort"},
+	}, "Task "+id+" failed: retry, skip or abort?", timeout)
+	answer, aerr := e.r.await(ctx, c, timeout, nil)
+	if aerr != nil {
+		return solver.Skip
+	}
+	switch answer.Action {
+	case "retry":
+		return solver.Retry
+	case "abort":
+		e.r.cancel(errUserAbort)
+		return solver.Abort
+	}
+	return solver.Skip
 }
 
 func (e taskEvents) Cancelled(id, reason string) {

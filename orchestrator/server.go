@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
 )
@@ -34,6 +35,9 @@ type Options struct {
 	MaxAttempts int
 	// RetryBase is the first backoff delay. Defaults to 1s.
 	RetryBase time.Duration
+	// TaskTimeout bounds one execution of a task; longer fails as a
+	// timeout. Defaults to 2m.
+	TaskTimeout time.Duration
 	// MaxTasks is the longest task list accepted. Defaults to 50.
 	MaxTasks int
 	// ReadLimit is the largest client frame in bytes; a larger one closes
@@ -80,6 +84,7 @@ func (o *Options) withDefaults() Options {
 	defInt(&c.MaxParallel, 4)
 	defInt(&c.MaxAttempts, 3)
 	def(&c.RetryBase, time.Second)
+	def(&c.TaskTimeout, 2*time.Minute)
 	defInt(&c.MaxTasks, 50)
 	if c.ReadLimit <= 0 {
 		c.ReadLimit = 65536
@@ -96,6 +101,10 @@ func (o *Options) withDefaults() Options {
 	}
 	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 	return c
+}
+
+func (o *Options) retryPolicy() failure.Policy {
+	return failure.Policy{MaxAttempts: o.MaxAttempts, Base: o.RetryBase}
 }
 
 // Models are the pipeline's three stages.

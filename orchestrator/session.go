@@ -181,6 +181,13 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	}
 }
 
+// closeConfirmLocked forgets an open confirmation: its step_id is no longer
+// answerable and it leaves the state's pending_confirm.
+func (sess *session) closeConfirmLocked(stepID string) {
+	delete(sess.confirms, stepID)
+	sess.state.CloseConfirm(stepID)
+}
+
 // sendError answers a client frame with system.error on its connection.
 func (c *conn) sendError(e *wsproto.Error) {
 	c.send(c.sess.frame(wsproto.EventError, "", e.Message, e))

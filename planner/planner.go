@@ -23,11 +23,22 @@ type Plan struct {
 	Tasks   []wsproto.Task
 }
 
+// Request is what a planner plans for.
+type Request struct {
+	Text string
+	// Attempt counts planning attempts of this run, 1 = first.
+	Attempt int
+	// Feedback says what was wrong with the previous attempt's plan, when
+	// it was unusable, so a model can correct itself.
+	Feedback string
+}
+
 // Planner drafts a plan for a request. step is called once per completed
 // planning step, in order, with a short description; it must not block for
-// long. Plan returns ctx's error promptly when ctx is done.
+// long. Plan returns ctx's error promptly when ctx is done, and a
+// *failure.Error when it knows what kind of failure it hit.
 type Planner interface {
-	Plan(ctx context.Context, request string, step func(description string)) (Plan, error)
+	Plan(ctx context.Context, req Request, step func(description string)) (Plan, error)
 }
 
 // Sim is the simulated planner: no network, no key, deterministic output.
@@ -48,8 +59,17 @@ var aspects = []string{
 
 // Plan implements Planner: 3 to 6 tasks chosen by a hash of the request;
 // all but the last are independent (one, in larger plans, builds on the
-// first), and the last depends on every other.
-func (p *Sim) Plan(ctx context.Context, request string, step func(string)) (Plan, error) {
+// first), and the last depends on every other. [sim:plan_fail=<type>*<n>]
+// in the request makes the first n attempts fail with that type.
+func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, error) {
+	request := req.Text
+	if typ, n, ok := sim.PlanFail(request); ok && req.Attempt <= n {
+		if err := failure.Wait(ctx, p.Delay); err != nil {
+			return Plan{}, err
+		}
+		return Plan{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(request),
+			Err: fmt.Errorf("simulated planning failure of attempt %d (the first %d fail)", req.Attempt, n)}
+	}
 	topic := sim.Topic(request, 60)
 	h := fnv.New32a()
 	h.Write([]byte(request))

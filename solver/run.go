@@ -2,9 +2,11 @@ package solver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -40,9 +42,9 @@ func New(tasks []wsproto.Task, model Model, events Events, opts Options) *Run {
 	}
 }
 
-// CancelTask cancels one pending or running task; its dependents are
-// skipped. ErrUnknownTask if there is no such task, it has already
-// finished, or the run is over.
+// CancelTask cancels one pending, running, retrying or undecided task; its
+// dependents are skipped. ErrUnknownTask if there is no such task, it has
+// already finished, or the run is over.
 func (r *Run) CancelTask(ctx context.Context, taskID string) error {
 	req := cancelRequest{taskID: taskID, reply: make(chan error, 1)}
 	select {
@@ -55,49 +57,62 @@ func (r *Run) CancelTask(ctx context.Context, taskID string) error {
 	}
 }
 
-// taskResult is what a task's goroutine hands back to the scheduler.
-type taskResult struct {
+// Internal task states besides the wsproto ones.
+const deciding = "deciding" // gave up; waiting for Decide
+
+// outcome is what a task's goroutine hands back to the scheduler.
+type outcome struct {
 	index   int
-	attempt int
-	result  string
-	err     error
-	took    time.Duration
+	attempt int    // last execution number used
+	result  string // when err == nil
+	err     error  // nil: completed; otherwise why it stopped
+	gaveUp  bool   // out of retries: ask for a decision
 }
+
+type decided struct {
+	index    int
+	decision Decision
+}
+
+var errTaskCancelled = errors.New("task cancelled by the user")
 
 // scheduler is the state Execute's goroutine owns.
 type scheduler struct {
 	*Run
 	status   []string
+	attempts []int                     // executions so far per task
 	waiting  []int                     // unmet dependencies per task
 	children [][]int                   // dependents per task
 	index    map[string]int            // task id → position
-	stops    []context.CancelCauseFunc // per running task
+	stops    []context.CancelCauseFunc // per running or deciding task
 	ready    []int
-	running  int
+	busy     int // task goroutines and Decide goroutines alive
+	running  int // tasks holding a parallel slot
 	results  map[string]string
 	errs     map[string]string
-	finished chan taskResult
+	outcomes chan outcome
+	answers  chan decided
 }
 
-var errTaskCancelled = fmt.Errorf("task cancelled by the user")
-
 // Execute runs the tasks until every one is terminal or ctx is done, and
-// waits for every task goroutine it started before returning. When ctx is
-// done, running tasks end as cancelled (reason pipeline_cancelled) and
-// tasks that never started stay pending.
+// waits for every goroutine it started before returning. When ctx is done,
+// running tasks end as cancelled (reason pipeline_cancelled) and tasks that
+// never started stay pending.
 func (r *Run) Execute(ctx context.Context) Report {
 	defer close(r.done)
 	n := len(r.tasks)
 	s := &scheduler{
 		Run:      r,
 		status:   make([]string, n),
+		attempts: make([]int, n),
 		waiting:  make([]int, n),
 		children: make([][]int, n),
 		index:    make(map[string]int, n),
 		stops:    make([]context.CancelCauseFunc, n),
 		results:  make(map[string]string, n),
 		errs:     make(map[string]string),
-		finished: make(chan taskResult, n),
+		outcomes: make(chan outcome, n),
+		answers:  make(chan decided, n),
 	}
 	for i, t := range r.tasks {
 		s.index[t.ID] = i
@@ -122,11 +137,11 @@ func (r *Run) Execute(ctx context.Context) Report {
 		for !stopping && s.running < r.opts.MaxParallel && len(s.ready) > 0 {
 			i := s.ready[0]
 			s.ready = s.ready[1:]
-			if s.status[i] == wsproto.TaskPending { // not skipped while it waited
-				s.start(ctx, i, 1)
+			if s.status[i] == wsproto.TaskPending { // not skipped or cancelled while it waited
+				s.start(ctx, i)
 			}
 		}
-		if s.running == 0 && (stopping || len(s.ready) == 0) {
+		if s.busy == 0 && (stopping || len(s.ready) == 0) {
 			break
 		}
 		var stop <-chan struct{}
@@ -134,10 +149,15 @@ func (r *Run) Execute(ctx context.Context) Report {
 			stop = ctx.Done()
 		}
 		select {
-		case res := <-s.finished:
+		case o := <-s.outcomes:
+			s.busy--
 			s.running--
-			s.stops[res.index] = nil
-			s.finish(ctx, res)
+			s.stops[o.index] = nil
+			s.finish(ctx, o)
+		case a := <-s.answers:
+			s.busy--
+			s.stops[a.index] = nil
+			s.decide(ctx, a)
 		case req := <-r.cancels:
 			req.reply <- s.cancel(req.taskID)
 		case <-stop:
@@ -147,11 +167,12 @@ func (r *Run) Execute(ctx context.Context) Report {
 	return s.report()
 }
 
-// start launches attempt of task i in its own goroutine. The scheduler
-// waits for every such goroutine through s.finished before Execute returns.
-func (s *scheduler) start(ctx context.Context, i, attempt int) {
+// start launches task i in a goroutine of its own, which runs executions
+// and retries until the task completes, gives up or is cancelled.
+func (s *scheduler) start(ctx context.Context, i int) {
 	t := s.tasks[i]
 	s.status[i] = wsproto.TaskRunning
+	s.busy++
 	s.running++
 	tctx, stop := context.WithCancelCause(ctx)
 	s.stops[i] = stop
@@ -161,57 +182,131 @@ func (s *scheduler) start(ctx context.Context, i, attempt int) {
 		Task:         t,
 		Tasks:        s.snapshot(),
 		Dependencies: make(map[string]string, len(t.DependsOn)),
-		Attempt:      attempt,
 	}
 	for _, d := range t.DependsOn {
 		in.Dependencies[d] = s.results[d]
 	}
-	s.events.Started(t.ID, attempt)
+	first := s.attempts[i] + 1
 	go func() {
 		defer stop(nil)
-		began := time.Now()
-		last := 0.0
-		result, err := s.model.Solve(tctx, in, func(f float64, msg string) {
-			if f != f { // NaN
-				f = last
-			}
-			f = min(max(f, last), 1) // the contract: in [0,1], non-decreasing
-			last = f
-			s.events.Progress(t.ID, attempt, f, msg)
-		})
-		if err == nil && tctx.Err() != nil {
-			err = context.Cause(tctx)
-		}
-		s.finished <- taskResult{index: i, attempt: attempt, result: result, err: err, took: time.Since(began)}
+		s.outcomes <- s.execute(tctx, i, in, first)
 	}()
 }
 
-// finish records a task's end and releases or skips its dependents.
-func (s *scheduler) finish(ctx context.Context, res taskResult) {
-	i, id := res.index, s.tasks[res.index].ID
+// execute runs one retry budget of a task, starting at execution number
+// attempt. It runs on the task's goroutine.
+func (s *scheduler) execute(ctx context.Context, i int, in Input, attempt int) outcome {
+	id := s.tasks[i].ID
+	delays := s.opts.Retry.Backoff()
+	for retry := 0; ; retry++ {
+		in.Attempt = attempt
+		s.events.Started(id, attempt)
+		began := time.Now()
+		result, err := s.once(ctx, in)
+		if ctx.Err() != nil {
+			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
+		}
+		if err == nil {
+			s.events.Completed(id, attempt, result, time.Since(began))
+			if retry > 0 {
+				s.events.Recovered(id, attempt)
+			}
+			return outcome{index: i, attempt: attempt, result: result}
+		}
+		class := failure.Classify(err)
+		s.events.Failed(id, attempt, class, err)
+		if !class.Recoverable || retry >= s.opts.Retry.MaxAttempts {
+			s.events.GaveUp(id, retry+1, err)
+			return outcome{index: i, attempt: attempt, err: err, gaveUp: true}
+		}
+		delay := delays.Next(class)
+		s.events.Retrying(id, retry+1, s.opts.Retry.MaxAttempts, delay)
+		if failure.Wait(ctx, delay) != nil {
+			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
+		}
+		attempt++
+	}
+}
+
+// once is one execution, bounded by the task timeout.
+func (s *scheduler) once(ctx context.Context, in Input) (string, error) {
+	ectx := ctx
+	if s.opts.TaskTimeout > 0 {
+		var cancel context.CancelFunc
+		ectx, cancel = context.WithTimeout(ctx, s.opts.TaskTimeout)
+		defer cancel()
+	}
+	last := 0.0
+	result, err := s.model.Solve(ectx, in, func(f float64, msg string) {
+		if f != f { // NaN
+			f = last
+		}
+		f = min(max(f, last), 1) // the contract: in [0,1], non-decreasing
+		last = f
+		s.events.Progress(in.Task.ID, in.Attempt, f, msg)
+	})
+	if ctx.Err() == nil && ectx.Err() != nil {
+		return "", &failure.Error{Type: failure.Timeout,
+			Err: fmt.Errorf("execution took longer than %s", s.opts.TaskTimeout)}
+	}
+	return result, err
+}
+
+// finish records the end of a task's goroutine.
+func (s *scheduler) finish(ctx context.Context, o outcome) {
+	i, id := o.index, s.tasks[o.index].ID
+	s.attempts[i] = o.attempt
 	switch {
-	case res.err == nil:
+	case o.err == nil:
 		s.status[i] = wsproto.TaskCompleted
-		s.results[id] = res.result
-		s.events.Completed(id, res.attempt, res.result, res.took)
+		s.results[id] = o.result
+		delete(s.errs, id)
 		for _, c := range s.children[i] {
 			if s.waiting[c]--; s.waiting[c] == 0 && s.status[c] == wsproto.TaskPending {
 				s.ready = append(s.ready, c)
 			}
 		}
-		return
+	case o.gaveUp && ctx.Err() == nil:
+		s.status[i] = deciding
+		s.errs[id] = o.err.Error()
+		s.busy++
+		dctx, stop := context.WithCancelCause(ctx)
+		s.stops[i] = stop
+		go func() {
+			defer stop(nil)
+			s.answers <- decided{index: i, decision: s.events.Decide(dctx, id, o.err)}
+		}()
 	case ctx.Err() != nil:
 		s.status[i] = wsproto.TaskCancelled
 		s.events.Cancelled(id, wsproto.ReasonPipelineCancelled)
-	case res.err == errTaskCancelled:
+		s.skipDependents(i)
+	case errors.Is(o.err, errTaskCancelled):
 		s.status[i] = wsproto.TaskCancelled
 		s.events.Cancelled(id, wsproto.ReasonUserCancelTask)
+		s.skipDependents(i)
 	default:
 		s.status[i] = wsproto.TaskFailed
-		s.errs[id] = res.err.Error()
-		s.events.Failed(id, res.attempt, res.err)
+		s.errs[id] = o.err.Error()
+		s.skipDependents(i)
 	}
-	s.skipDependents(i)
+}
+
+// decide applies the answer for a task that gave up.
+func (s *scheduler) decide(ctx context.Context, a decided) {
+	i := a.index
+	if s.status[i] != deciding {
+		return // cancelled while the question was open
+	}
+	switch {
+	case ctx.Err() != nil:
+		s.status[i] = wsproto.TaskFailed
+	case a.decision == Retry:
+		s.status[i] = wsproto.TaskPending
+		s.ready = append([]int{i}, s.ready...)
+	default: // Skip, Abort (the caller cancels the run)
+		s.status[i] = wsproto.TaskFailed
+		s.skipDependents(i)
+	}
 }
 
 // cancel handles CancelTask on the scheduler's goroutine.
@@ -224,23 +319,20 @@ func (s *scheduler) cancel(taskID string) error {
 	case wsproto.TaskRunning:
 		s.stops[i](errTaskCancelled) // finish reports it when the goroutine returns
 		return nil
+	case deciding:
+		s.stops[i](errTaskCancelled) // closes the question; decide ignores the answer
+		fallthrough
 	case wsproto.TaskPending:
 		s.status[i] = wsproto.TaskCancelled
 		s.events.Cancelled(taskID, wsproto.ReasonUserCancelTask)
-		for k, r := range s.ready {
-			if r == i {
-				s.ready = append(s.ready[:k], s.ready[k+1:]...)
-				break
-			}
-		}
 		s.skipDependents(i)
 		return nil
 	}
 	return ErrUnknownTask
 }
 
-// skipDependents marks every task downstream of i skipped, breadth first,
-// naming the task that failed first on each path as the dependency.
+// skipDependents marks every pending task downstream of i skipped, breadth
+// first, naming the task it was waiting on as the dependency.
 func (s *scheduler) skipDependents(i int) {
 	queue := []int{i}
 	for len(queue) > 0 {
@@ -260,7 +352,11 @@ func (s *scheduler) skipDependents(i int) {
 func (s *scheduler) snapshot() []TaskStatus {
 	out := make([]TaskStatus, len(s.tasks))
 	for i, t := range s.tasks {
-		out[i] = TaskStatus{Task: t, Status: s.status[i]}
+		st := s.status[i]
+		if st == deciding {
+			st = wsproto.TaskFailed
+		}
+		out[i] = TaskStatus{Task: t, Status: st}
 	}
 	return out
 }

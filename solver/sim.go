@@ -13,8 +13,10 @@ import (
 
 // Sim is the simulated model: no network, no key. Each execution reports
 // progress in three steps and returns a result derived from the task and
-// its dependencies' results. [sim:sleep=<duration>] in a task's description
-// sets how long an execution takes.
+// its dependencies' results. In a task's description, [sim:sleep=<duration>]
+// sets how long an execution takes and [sim:fail=<error_type>*<n>] makes the
+// first n executions fail with that type after one step
+// ([sim:retry_after=<duration>] adds a Retry-After to the failure).
 type Sim struct {
 	// Delay paces the progress steps when no directive says otherwise.
 	// Defaults to 0.
@@ -35,6 +37,10 @@ func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string
 	for i, msg := range messages {
 		if err := failure.Wait(ctx, step); err != nil {
 			return "", err
+		}
+		if typ, n, ok := sim.Fail(in.Task.Description); ok && i == 0 && in.Attempt <= n {
+			return "", &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(in.Task.Description),
+				Err: fmt.Errorf("simulated failure of execution %d (the first %d fail)", in.Attempt, n)}
 		}
 		progress(float64(i+1)/simSteps, msg)
 	}

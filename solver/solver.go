@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -34,23 +35,55 @@ type TaskStatus struct {
 	Status string
 }
 
-// Events receives what happens to tasks, in order for each task. Methods
-// are called from the scheduler's goroutine except Progress, which is called
-// from the task's own goroutine; implementations must not block for long and
-// must not call back into the Run.
+// Events receives what happens to tasks, in order for each task. Started,
+// Progress, Failed, Retrying, Recovered, GaveUp and Completed are called from
+// the task's own goroutine; Cancelled and Skipped from the scheduler's; Decide
+// from a goroutine of its own. Implementations must be safe for that, must
+// not block for long (except Decide) and must not call back into the Run.
 type Events interface {
+	// Started: execution number attempt (1 = first) of a task begins.
 	Started(taskID string, attempt int)
 	Progress(taskID string, attempt int, fraction float64, message string)
 	Completed(taskID string, attempt int, result string, took time.Duration)
-	Failed(taskID string, attempt int, err error)
+	// Failed: an execution failed with an error of this class.
+	Failed(taskID string, attempt int, class failure.Class, err error)
+	// Retrying: retry number retry (1..maxAttempts) of the current budget
+	// starts after delay.
+	Retrying(taskID string, retry, maxAttempts int, delay time.Duration)
+	// Recovered: execution attempt succeeded after at least one retry.
+	Recovered(taskID string, attempt int)
+	// GaveUp: out of retries, or not recoverable, after attempts executions
+	// of the current budget.
+	GaveUp(taskID string, attempts int, err error)
+	// Decide asks what to do with a task that gave up. It blocks until
+	// there is an answer or ctx is done (then the answer is ignored).
+	Decide(ctx context.Context, taskID string, err error) Decision
 	Cancelled(taskID, reason string)
 	Skipped(taskID, dependency string)
 }
 
+// Decision is the user's answer for a task that gave up.
+type Decision int
+
+const (
+	// Skip marks the task failed and skips its dependents.
+	Skip Decision = iota
+	// Retry runs the task again with a fresh retry budget.
+	Retry
+	// Abort marks the task failed; the caller cancels the run.
+	Abort
+)
+
 // Options tune a Run. The zero value is usable.
 type Options struct {
-	// MaxParallel is how many tasks may run at once. Defaults to 4.
+	// MaxParallel is how many tasks may execute at once. Tasks waiting for
+	// a retry delay count; tasks waiting for a Decide do not. Defaults to 4.
 	MaxParallel int
+	// Retry is the retry policy of every task.
+	Retry failure.Policy
+	// TaskTimeout bounds one execution; an execution that runs longer
+	// fails with a timeout. 0 means no bound.
+	TaskTimeout time.Duration
 	// Request and PlanSummary are passed on to the model.
 	Request     string
 	PlanSummary string

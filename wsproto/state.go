@@ -298,3 +298,12 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 	}
 	return v, nil
 }
+
+// CloseConfirm removes an open confirmation from pending_confirm once it is
+// answered, expired or cancelled. The server calls it when that happens; a
+// client can when it answers, or when the confirmation's expires_at passes.
+func (s *State) CloseConfirm(stepID string) {
+	if s.Run != nil {
+		s.Run.PendingConfirm = dropConfirms(s.Run.PendingConfirm, func(c UserConfirm) bool { return c.StepID == stepID })
+	}
+}

@@ -58,6 +58,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "tasks of a run executing at once")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", 3, "retries of a failed task")
 	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
+	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
 	fs.Int64Var(&o.ReadLimit, "read-limit", 65536, "largest client frame in bytes (larger closes with 1009)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 150*time.Millisecond, "pace of the simulated model's steps")
@@ -90,10 +91,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	}
 	switch {
-	case o.BufferSize < 1, o.MaxParallel < 1, o.MaxTasks < 1, o.ReadLimit < 1, o.MaxAttempts < 0:
-		return c, errors.New("--buffer-size, --max-parallel, --max-tasks and --read-limit must be positive, --max-attempts not negative")
-	case o.SessionTTL <= 0, o.ConfirmTimeout <= 0, o.PingInterval <= 0, o.PongTimeout <= 0, o.RetryBase < 0, c.simDelay < 0:
-		return c, errors.New("durations must be positive (--retry-base and --sim-delay may be 0)")
+	case o.BufferSize < 1, o.MaxParallel < 1, o.MaxTasks < 1, o.ReadLimit < 1, o.MaxAttempts < 1:
+		return c, errors.New("--buffer-size, --max-parallel, --max-tasks, --read-limit and --max-attempts must be at least 1")
+	case o.SessionTTL <= 0, o.ConfirmTimeout <= 0, o.PingInterval <= 0, o.PongTimeout <= 0, o.TaskTimeout <= 0, o.RetryBase <= 0, c.simDelay < 0:
+		return c, errors.New("durations must be positive (--sim-delay may be 0)")
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
