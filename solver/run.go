@@ -277,9 +277,10 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 			s.answers <- decided{index: i, decision: s.events.Decide(dctx, id, o.err)}
 		}()
 	case ctx.Err() != nil:
+		// The whole run is stopping: its dependents stay pending rather
+		// than being reported skipped.
 		s.status[i] = wsproto.TaskCancelled
 		s.events.Cancelled(id, wsproto.ReasonPipelineCancelled)
-		s.skipDependents(i)
 	case errors.Is(o.err, errTaskCancelled):
 		s.status[i] = wsproto.TaskCancelled
 		s.events.Cancelled(id, wsproto.ReasonUserCancelTask)

@@ -1,0 +1,419 @@
+package solver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/wsproto"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder is an Events that logs every call as a line, tracks how many
+// tasks execute at once, and answers Decide through a channel.
+type recorder struct {
+	mu      sync.Mutex // guards the fields below
+	lines   []string
+	running int
+	peak    int
+
+	decisions chan Decision // answers to Decide; nil answers Skip at once
+	asked     chan string   // receives the task id of each Decide
+	retrying  chan string   // receives the task id of each Retrying
+	started   chan string   // receives the task id of each Started
+}
+
+func (r *recorder) log(format string, args ...any) {
+	r.mu.Lock()
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+func (r *recorder) Started(id string, attempt int) {
+	r.mu.Lock()
+	r.running++
+	r.peak = max(r.peak, r.running)
+	r.mu.Unlock()
+	r.log("start %s %d", id, attempt)
+	if r.started != nil {
+		r.started <- id
+	}
+}
+func (r *recorder) Progress(string, int, float64, string) {}
+func (r *recorder) Completed(id string, attempt int, _ string, _ time.Duration) {
+	r.mu.Lock()
+	r.running--
+	r.mu.Unlock()
+	r.log("done %s %d", id, attempt)
+}
+func (r *recorder) Failed(id string, attempt int, c failure.Class, _ error) {
+	r.mu.Lock()
+	r.running--
+	r.mu.Unlock()
+	r.log("fail %s %d %s", id, attempt, c.Type)
+}
+func (r *recorder) Retrying(id string, retry, maxAttempts int, _ time.Duration) {
+	r.log("retry %s %d/%d", id, retry, maxAttempts)
+	if r.retrying != nil {
+		r.retrying <- id
+	}
+}
+func (r *recorder) Recovered(id string, attempt int) { r.log("recovered %s %d", id, attempt) }
+func (r *recorder) GaveUp(id string, attempts int, _ error) {
+	r.log("gaveup %s %d", id, attempts)
+}
+func (r *recorder) Decide(ctx context.Context, id string, _ error) Decision {
+	if r.asked != nil {
+		r.asked <- id
+	}
+	if r.decisions == nil {
+		return Skip
+	}
+	select {
+	case d := <-r.decisions:
+		return d
+	case <-ctx.Done():
+		return Skip
+	}
+}
+func (r *recorder) Cancelled(id, reason string) { r.log("cancelled %s %s", id, reason) }
+func (r *recorder) Skipped(id, dep string)      { r.log("skipped %s %s", id, dep) }
+
+func (r *recorder) events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.lines)
+}
+
+// fakeModel fails a task's first executions as its description says
+// ("fail:<type>:<n>"), blocks tasks named in hold until ctx is done, and
+// otherwise completes at once.
+type fakeModel struct {
+	hold map[string]bool
+}
+
+func (m fakeModel) Solve(ctx context.Context, in Input, progress func(float64, string)) (string, error) {
+	if m.hold[in.Task.ID] {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	var typ string
+	var n int
+	if _, err := fmt.Sscanf(in.Task.Description, "fail:%s %d", &typ, &n); err == nil && in.Attempt <= n {
+		return "", &failure.Error{Type: typ, Err: errors.New("fake failure")}
+	}
+	progress(1, "done")
+	return "result of " + in.Task.ID, nil
+}
+
+func task(id string, deps ...string) wsproto.Task {
+	return wsproto.Task{ID: id, Title: "T " + id, DependsOn: deps}
+}
+
+func failing(id, typ string, n int, deps ...string) wsproto.Task {
+	t := task(id, deps...)
+	t.Description = fmt.Sprintf("fail:%s %d", typ, n)
+	return t
+}
+
+func index(lines []string, line string) int { return slices.Index(lines, line) }
+
+func TestScheduler(t *testing.T) {
+	fast := failure.Policy{MaxAttempts: 2, Base: time.Microsecond, Max: time.Microsecond}
+	tests := []struct {
+		name   string
+		tasks  []wsproto.Task
+		opts   Options
+		status map[string]string
+		check  func(t *testing.T, lines []string, peak int)
+	}{
+		{
+			name:   "dependencies finish before dependents start",
+			tasks:  []wsproto.Task{task("a"), task("b"), task("c", "a", "b"), task("d", "c")},
+			status: map[string]string{"a": "completed", "b": "completed", "c": "completed", "d": "completed"},
+			check: func(t *testing.T, lines []string, _ int) {
+				for _, edge := range [][2]string{{"a", "c"}, {"b", "c"}, {"c", "d"}} {
+					if index(lines, "done "+edge[0]+" 1") > index(lines, "start "+edge[1]+" 1") {
+						t.Errorf("%s started before %s completed: %q", edge[1], edge[0], lines)
+					}
+				}
+			},
+		},
+		{
+			name:   "max parallel is never exceeded",
+			tasks:  []wsproto.Task{task("a"), task("b"), task("c"), task("d"), task("e"), task("f")},
+			opts:   Options{MaxParallel: 2},
+			status: map[string]string{"a": "completed", "b": "completed", "c": "completed", "d": "completed", "e": "completed", "f": "completed"},
+			check: func(t *testing.T, _ []string, peak int) {
+				if peak > 2 {
+					t.Errorf("peak parallelism %d > 2", peak)
+				}
+			},
+		},
+		{
+			name:   "a failed task skips its dependents transitively",
+			tasks:  []wsproto.Task{failing("a", failure.Permanent, 1), task("b", "a"), task("c", "b"), task("d")},
+			opts:   Options{Retry: fast},
+			status: map[string]string{"a": "failed", "b": "skipped", "c": "skipped", "d": "completed"},
+			check: func(t *testing.T, lines []string, _ int) {
+				for _, want := range []string{"fail a 1 permanent", "gaveup a 1", "skipped b a", "skipped c b"} {
+					if index(lines, want) < 0 {
+						t.Errorf("missing %q in %q", want, lines)
+					}
+				}
+				if index(lines, "retry a 1/2") >= 0 {
+					t.Errorf("permanent failure was retried: %q", lines)
+				}
+			},
+		},
+		{
+			name:   "retry then success",
+			tasks:  []wsproto.Task{failing("a", failure.Network, 2)},
+			opts:   Options{Retry: fast},
+			status: map[string]string{"a": "completed"},
+			check: func(t *testing.T, lines []string, _ int) {
+				want := []string{"start a 1", "fail a 1 network", "retry a 1/2", "start a 2", "fail a 2 network",
+					"retry a 2/2", "start a 3", "done a 3", "recovered a 3"}
+				if !slices.Equal(lines, want) {
+					t.Errorf("events\n got %q\nwant %q", lines, want)
+				}
+			},
+		},
+		{
+			name:   "retries exhausted",
+			tasks:  []wsproto.Task{failing("a", failure.Timeout, 5), task("b", "a")},
+			opts:   Options{Retry: fast},
+			status: map[string]string{"a": "failed", "b": "skipped"},
+			check: func(t *testing.T, lines []string, _ int) {
+				if index(lines, "gaveup a 3") < 0 || index(lines, "start a 4") >= 0 {
+					t.Errorf("want 3 executions then give up: %q", lines)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{}
+			rep := New(tt.tasks, fakeModel{}, rec, tt.opts).Execute(t.Context())
+			for _, ts := range rep.Tasks {
+				if want := tt.status[ts.Task.ID]; ts.Status != want {
+					t.Errorf("task %s: status %s, want %s", ts.Task.ID, ts.Status, want)
+				}
+			}
+			tt.check(t, rec.events(), rec.peak)
+		})
+	}
+}
+
+func TestDecisionRetryRunsAFreshBudget(t *testing.T) {
+	rec := &recorder{decisions: make(chan Decision, 1), asked: make(chan string, 1)}
+	rec.decisions <- Retry
+	tasks := []wsproto.Task{failing("a", failure.Internal, 2)}
+	rep := New(tasks, fakeModel{}, rec, Options{Retry: failure.Policy{MaxAttempts: 1, Base: time.Microsecond}}).Execute(t.Context())
+	if rep.Tasks[0].Status != wsproto.TaskCompleted {
+		t.Fatalf("status %s, want completed; events %q", rep.Tasks[0].Status, rec.events())
+	}
+	want := []string{"start a 1", "fail a 1 internal", "retry a 1/1", "start a 2", "fail a 2 internal", "gaveup a 2",
+		"start a 3", "done a 3"}
+	if got := rec.events(); !slices.Equal(got, want) {
+		t.Errorf("events\n got %q\nwant %q", got, want)
+	}
+}
+
+// A task waiting for its decision frees its slot: with one slot, an
+// independent task still runs while the question is open.
+func TestPendingDecisionDoesNotHoldASlot(t *testing.T) {
+	rec := &recorder{decisions: make(chan Decision), asked: make(chan string, 1)}
+	tasks := []wsproto.Task{failing("a", failure.Permanent, 1), task("b")}
+	done := make(chan Report, 1)
+	go func() {
+		done <- New(tasks, fakeModel{}, rec, Options{MaxParallel: 1}).Execute(t.Context())
+	}()
+	<-rec.asked
+	// b can only complete while a's question is open if a freed its slot.
+	for !slices.Contains(rec.events(), "done b 1") {
+		select {
+		case rep := <-done:
+			t.Fatalf("run ended before the decision: %v", rep)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	rec.decisions <- Skip
+	rep := <-done
+	if rep.Tasks[0].Status != wsproto.TaskFailed || rep.Tasks[1].Status != wsproto.TaskCompleted {
+		t.Errorf("statuses %v", rep.Tasks)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	slow := failure.Policy{MaxAttempts: 3, Base: time.Hour, Max: time.Hour}
+	tests := []struct {
+		name string
+		// setup returns the recorder; wait blocks until the moment to cancel.
+		tasks    []wsproto.Task
+		hold     map[string]bool
+		rec      func() *recorder
+		wait     func(r *recorder)
+		cancel   func(ctx context.CancelFunc, run *Run) error
+		status   map[string]string
+		wantLine string
+	}{
+		{
+			name:  "user.cancel_task during a backoff wait",
+			tasks: []wsproto.Task{failing("a", failure.Network, 9), task("b", "a")},
+			rec:   func() *recorder { return &recorder{retrying: make(chan string, 1)} },
+			wait:  func(r *recorder) { <-r.retrying },
+			cancel: func(_ context.CancelFunc, run *Run) error {
+				return run.CancelTask(context.Background(), "a")
+			},
+			status:   map[string]string{"a": "cancelled", "b": "skipped"},
+			wantLine: "cancelled a user_cancel_task",
+		},
+		{
+			name:  "run cancelled during a backoff wait",
+			tasks: []wsproto.Task{failing("a", failure.Network, 9), task("b", "a")},
+			rec:   func() *recorder { return &recorder{retrying: make(chan string, 1)} },
+			wait:  func(r *recorder) { <-r.retrying },
+			cancel: func(cancel context.CancelFunc, _ *Run) error {
+				cancel()
+				return nil
+			},
+			status:   map[string]string{"a": "cancelled", "b": "pending"},
+			wantLine: "cancelled a pipeline_cancelled",
+		},
+		{
+			name:  "user.cancel_task during a pending decision",
+			tasks: []wsproto.Task{failing("a", failure.Permanent, 1), task("b", "a")},
+			rec: func() *recorder {
+				return &recorder{decisions: make(chan Decision), asked: make(chan string, 1)}
+			},
+			wait: func(r *recorder) { <-r.asked },
+			cancel: func(_ context.CancelFunc, run *Run) error {
+				return run.CancelTask(context.Background(), "a")
+			},
+			status:   map[string]string{"a": "cancelled", "b": "skipped"},
+			wantLine: "cancelled a user_cancel_task",
+		},
+		{
+			name:  "run cancelled during a pending decision",
+			tasks: []wsproto.Task{failing("a", failure.Permanent, 1), task("b", "a")},
+			rec: func() *recorder {
+				return &recorder{decisions: make(chan Decision), asked: make(chan string, 1)}
+			},
+			wait: func(r *recorder) { <-r.asked },
+			cancel: func(cancel context.CancelFunc, _ *Run) error {
+				cancel()
+				return nil
+			},
+			status: map[string]string{"a": "failed", "b": "pending"},
+		},
+		{
+			name:  "user.cancel_task of a running task and of a pending one",
+			tasks: []wsproto.Task{task("a"), task("b", "a"), task("c")},
+			hold:  map[string]bool{"a": true, "c": true},
+			rec:   func() *recorder { return &recorder{started: make(chan string, 2)} },
+			wait:  func(r *recorder) { <-r.started; <-r.started },
+			cancel: func(_ context.CancelFunc, run *Run) error {
+				if err := run.CancelTask(context.Background(), "b"); err != nil {
+					return err
+				}
+				if err := run.CancelTask(context.Background(), "b"); !errors.Is(err, ErrUnknownTask) {
+					return fmt.Errorf("second cancel of b: %v, want ErrUnknownTask", err)
+				}
+				if err := run.CancelTask(context.Background(), "nope"); !errors.Is(err, ErrUnknownTask) {
+					return fmt.Errorf("cancel of unknown task: %v", err)
+				}
+				if err := run.CancelTask(context.Background(), "a"); err != nil {
+					return err
+				}
+				return run.CancelTask(context.Background(), "c")
+			},
+			status:   map[string]string{"a": "cancelled", "b": "cancelled", "c": "cancelled"},
+			wantLine: "cancelled b user_cancel_task",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := tt.rec()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			run := New(tt.tasks, fakeModel{hold: tt.hold}, rec, Options{Retry: slow})
+			done := make(chan Report, 1)
+			go func() { done <- run.Execute(ctx) }()
+			tt.wait(rec)
+			if err := tt.cancel(cancel, run); err != nil {
+				t.Fatal(err)
+			}
+			rep := <-done
+			for _, ts := range rep.Tasks {
+				if want := tt.status[ts.Task.ID]; ts.Status != want {
+					t.Errorf("task %s: status %s, want %s (events %q)", ts.Task.ID, ts.Status, want, rec.events())
+				}
+			}
+			if tt.wantLine != "" && index(rec.events(), tt.wantLine) < 0 {
+				t.Errorf("missing %q in %q", tt.wantLine, rec.events())
+			}
+			if err := run.CancelTask(context.Background(), "a"); !errors.Is(err, ErrUnknownTask) {
+				t.Errorf("CancelTask after the run: %v, want ErrUnknownTask", err)
+			}
+		})
+	}
+}
+
+func TestTaskTimeout(t *testing.T) {
+	rec := &recorder{}
+	tasks := []wsproto.Task{task("a")}
+	rep := New(tasks, fakeModel{hold: map[string]bool{"a": true}}, rec,
+		Options{TaskTimeout: time.Millisecond}).Execute(t.Context())
+	if rep.Tasks[0].Status != wsproto.TaskFailed || index(rec.events(), "fail a 1 timeout") < 0 {
+		t.Errorf("status %s, events %q; want a timeout failure", rep.Tasks[0].Status, rec.events())
+	}
+}
+
+type nopEvents struct{}
+
+func (nopEvents) Started(string, int)                            {}
+func (nopEvents) Progress(string, int, float64, string)          {}
+func (nopEvents) Completed(string, int, string, time.Duration)   {}
+func (nopEvents) Failed(string, int, failure.Class, error)       {}
+func (nopEvents) Retrying(string, int, int, time.Duration)       {}
+func (nopEvents) Recovered(string, int)                          {}
+func (nopEvents) GaveUp(string, int, error)                      {}
+func (nopEvents) Decide(context.Context, string, error) Decision { return Skip }
+func (nopEvents) Cancelled(string, string)                       {}
+func (nopEvents) Skipped(string, string)                         {}
+
+type instant struct{}
+
+func (instant) Solve(context.Context, Input, func(float64, string)) (string, error) { return "ok", nil }
+
+// BenchmarkScheduler50 measures the scheduler's overhead per task: a
+// 50-task DAG (ten layers of five, each task depending on the whole layer
+// before) of tasks that take no time. Reported per task.
+func BenchmarkScheduler50(b *testing.B) {
+	var tasks []wsproto.Task
+	for layer := range 10 {
+		for k := range 5 {
+			t := wsproto.Task{ID: fmt.Sprintf("t%d_%d", layer, k), Title: "x", DependsOn: []string{}}
+			if layer > 0 {
+				for p := range 5 {
+					t.DependsOn = append(t.DependsOn, fmt.Sprintf("t%d_%d", layer-1, p))
+				}
+			}
+			tasks = append(tasks, t)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		New(tasks, instant{}, nopEvents{}, Options{}).Execute(context.Background())
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50, "ns/task")
+}
