@@ -35,6 +35,7 @@ type TaskOutcome struct {
 type Output struct {
 	Summary string // aggregate.completed
 	Answer  string // agent.final_answer
+	Usage   wsproto.Usage
 }
 
 // Aggregator summarises a run. stream is called with successive pieces of

@@ -24,6 +24,7 @@ type run struct {
 	sess    *session
 	request string
 	started time.Time
+	usage   wsproto.Usage // planning's tokens; only the run's goroutine touches it
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -157,6 +158,7 @@ func (r *run) plan() (planner.Plan, bool) {
 		if err == nil {
 			probs := wsproto.ValidateTasks(p.Tasks, opts.MaxTasks)
 			if probs == nil {
+				r.usage = r.usage.Add(p.Usage)
 				normalize(p.Tasks)
 				r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
 				return p, true
@@ -349,6 +351,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		Skipped:    counts.Skipped,
 		Cancelled:  counts.Cancelled,
 		DurationMS: time.Since(r.started).Milliseconds(),
+		Usage:      r.usage.Add(report.Usage).Add(out.Usage),
 	})
 	r.finish(wsproto.EventFinalAnswer, out.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: out.Answer})
 }
@@ -367,9 +370,9 @@ func (e taskEvents) Progress(id string, attempt int, f float64, msg string) {
 		RunID: e.r.id, TaskID: id, Attempt: attempt, Progress: f, Message: msg})
 }
 
-func (e taskEvents) Completed(id string, attempt int, result string, took time.Duration) {
+func (e taskEvents) Completed(id string, attempt int, res solver.Result, took time.Duration) {
 	e.r.emit(wsproto.EventSolverCompleted, "Completed "+id, &wsproto.SolverCompleted{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: result, DurationMS: took.Milliseconds()})
+		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: res.Text, DurationMS: took.Milliseconds(), Usage: res.Usage})
 }
 
 func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {

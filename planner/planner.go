@@ -21,6 +21,7 @@ import (
 type Plan struct {
 	Summary string
 	Tasks   []wsproto.Task
+	Usage   wsproto.Usage
 }
 
 // Request is what a planner plans for.

@@ -64,7 +64,7 @@ const deciding = "deciding" // gave up; waiting for Decide
 type outcome struct {
 	index   int
 	attempt int    // last execution number used
-	result  string // when err == nil
+	result  Result // when err == nil
 	err     error  // nil: completed; otherwise why it stopped
 	gaveUp  bool   // out of retries: ask for a decision
 }
@@ -90,6 +90,7 @@ type scheduler struct {
 	running  int // tasks holding a parallel slot
 	results  map[string]string
 	errs     map[string]string
+	usage    wsproto.Usage
 	outcomes chan outcome
 	answers  chan decided
 }
@@ -229,7 +230,7 @@ func (s *scheduler) execute(ctx context.Context, i int, in Input, attempt int) o
 }
 
 // once is one execution, bounded by the task timeout.
-func (s *scheduler) once(ctx context.Context, in Input) (string, error) {
+func (s *scheduler) once(ctx context.Context, in Input) (Result, error) {
 	ectx := ctx
 	if s.opts.TaskTimeout > 0 {
 		var cancel context.CancelFunc
@@ -246,7 +247,7 @@ func (s *scheduler) once(ctx context.Context, in Input) (string, error) {
 		s.events.Progress(in.Task.ID, in.Attempt, f, msg)
 	})
 	if ctx.Err() == nil && ectx.Err() != nil {
-		return "", &failure.Error{Type: failure.Timeout,
+		return Result{}, &failure.Error{Type: failure.Timeout,
 			Err: fmt.Errorf("execution took longer than %s", s.opts.TaskTimeout)}
 	}
 	return result, err
@@ -259,7 +260,8 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 	switch {
 	case o.err == nil:
 		s.status[i] = wsproto.TaskCompleted
-		s.results[id] = o.result
+		s.results[id] = o.result.Text
+		s.usage = s.usage.Add(o.result.Usage)
 		delete(s.errs, id)
 		for _, c := range s.children[i] {
 			if s.waiting[c]--; s.waiting[c] == 0 && s.status[c] == wsproto.TaskPending {
@@ -363,5 +365,5 @@ func (s *scheduler) snapshot() []TaskStatus {
 }
 
 func (s *scheduler) report() Report {
-	return Report{Tasks: s.snapshot(), Results: s.results, Errors: s.errs}
+	return Report{Tasks: s.snapshot(), Results: s.results, Errors: s.errs, Usage: s.usage}
 }

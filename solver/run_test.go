@@ -48,7 +48,7 @@ func (r *recorder) Started(id string, attempt int) {
 	}
 }
 func (r *recorder) Progress(string, int, float64, string) {}
-func (r *recorder) Completed(id string, attempt int, _ string, _ time.Duration) {
+func (r *recorder) Completed(id string, attempt int, _ Result, _ time.Duration) {
 	r.mu.Lock()
 	r.running--
 	r.mu.Unlock()
@@ -100,18 +100,18 @@ type fakeModel struct {
 	hold map[string]bool
 }
 
-func (m fakeModel) Solve(ctx context.Context, in Input, progress func(float64, string)) (string, error) {
+func (m fakeModel) Solve(ctx context.Context, in Input, progress func(float64, string)) (Result, error) {
 	if m.hold[in.Task.ID] {
 		<-ctx.Done()
-		return "", ctx.Err()
+		return Result{}, ctx.Err()
 	}
 	var typ string
 	var n int
 	if _, err := fmt.Sscanf(in.Task.Description, "fail:%s %d", &typ, &n); err == nil && in.Attempt <= n {
-		return "", &failure.Error{Type: typ, Err: errors.New("fake failure")}
+		return Result{}, &failure.Error{Type: typ, Err: errors.New("fake failure")}
 	}
 	progress(1, "done")
-	return "result of " + in.Task.ID, nil
+	return Result{Text: "result of " + in.Task.ID, Usage: wsproto.Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}}, nil
 }
 
 func task(id string, deps ...string) wsproto.Task {
@@ -133,12 +133,14 @@ func TestScheduler(t *testing.T) {
 		tasks  []wsproto.Task
 		opts   Options
 		status map[string]string
+		usage  wsproto.Usage
 		check  func(t *testing.T, lines []string, peak int)
 	}{
 		{
 			name:   "dependencies finish before dependents start",
 			tasks:  []wsproto.Task{task("a"), task("b"), task("c", "a", "b"), task("d", "c")},
 			status: map[string]string{"a": "completed", "b": "completed", "c": "completed", "d": "completed"},
+			usage:  wsproto.Usage{PromptTokens: 8, CompletionTokens: 4, TotalTokens: 12},
 			check: func(t *testing.T, lines []string, _ int) {
 				for _, edge := range [][2]string{{"a", "c"}, {"b", "c"}, {"c", "d"}} {
 					if index(lines, "done "+edge[0]+" 1") > index(lines, "start "+edge[1]+" 1") {
@@ -207,6 +209,9 @@ func TestScheduler(t *testing.T) {
 				if want := tt.status[ts.Task.ID]; ts.Status != want {
 					t.Errorf("task %s: status %s, want %s", ts.Task.ID, ts.Status, want)
 				}
+			}
+			if tt.usage != (wsproto.Usage{}) && rep.Usage != tt.usage {
+				t.Errorf("usage %+v, want %+v", rep.Usage, tt.usage)
 			}
 			tt.check(t, rec.events(), rec.peak)
 		})
@@ -382,7 +387,7 @@ type nopEvents struct{}
 
 func (nopEvents) Started(string, int)                            {}
 func (nopEvents) Progress(string, int, float64, string)          {}
-func (nopEvents) Completed(string, int, string, time.Duration)   {}
+func (nopEvents) Completed(string, int, Result, time.Duration)   {}
 func (nopEvents) Failed(string, int, failure.Class, error)       {}
 func (nopEvents) Retrying(string, int, int, time.Duration)       {}
 func (nopEvents) Recovered(string, int)                          {}
@@ -393,7 +398,9 @@ func (nopEvents) Skipped(string, string)                         {}
 
 type instant struct{}
 
-func (instant) Solve(context.Context, Input, func(float64, string)) (string, error) { return "ok", nil }
+func (instant) Solve(context.Context, Input, func(float64, string)) (Result, error) {
+	return Result{Text: "ok"}, nil
+}
 
 // BenchmarkScheduler50 measures the scheduler's overhead per task: a
 // 50-task DAG (ten layers of five, each task depending on the whole layer

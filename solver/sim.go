@@ -28,7 +28,7 @@ var _ Model = (*Sim)(nil)
 const simSteps = 3
 
 // Solve implements Model.
-func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string)) (string, error) {
+func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string)) (Result, error) {
 	step := m.Delay
 	if d, ok := sim.Sleep(in.Task.Description); ok {
 		step = d / simSteps
@@ -36,10 +36,10 @@ func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string
 	messages := [simSteps]string{"Gathering material", "Working through it", "Checking the result"}
 	for i, msg := range messages {
 		if err := failure.Wait(ctx, step); err != nil {
-			return "", err
+			return Result{}, err
 		}
 		if typ, n, ok := sim.Fail(in.Task.Description); ok && i == 0 && in.Attempt <= n {
-			return "", &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(in.Task.Description),
+			return Result{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(in.Task.Description),
 				Err: fmt.Errorf("simulated failure of execution %d (the first %d fail)", in.Attempt, n)}
 		}
 		progress(float64(i+1)/simSteps, msg)
@@ -55,5 +55,5 @@ func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string
 		fmt.Fprintf(&b, ", building on %s", strings.Join(deps, ", "))
 	}
 	b.WriteString(".")
-	return b.String(), nil
+	return Result{Text: b.String()}, nil
 }

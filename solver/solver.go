@@ -13,7 +13,13 @@ import (
 // (non-decreasing within one call) and a short message; it must not block
 // for long. Solve returns promptly with ctx's error when ctx is done.
 type Model interface {
-	Solve(ctx context.Context, in Input, progress func(fraction float64, message string)) (string, error)
+	Solve(ctx context.Context, in Input, progress func(fraction float64, message string)) (Result, error)
+}
+
+// Result is a completed execution's product.
+type Result struct {
+	Text  string
+	Usage wsproto.Usage
 }
 
 // Input is what a model gets to execute one task.
@@ -44,7 +50,7 @@ type Events interface {
 	// Started: execution number attempt (1 = first) of a task begins.
 	Started(taskID string, attempt int)
 	Progress(taskID string, attempt int, fraction float64, message string)
-	Completed(taskID string, attempt int, result string, took time.Duration)
+	Completed(taskID string, attempt int, result Result, took time.Duration)
 	// Failed: an execution failed with an error of this class.
 	Failed(taskID string, attempt int, class failure.Class, err error)
 	// Retrying: retry number retry (1..maxAttempts) of the current budget
@@ -99,6 +105,8 @@ type Report struct {
 	Tasks   []TaskStatus
 	Results map[string]string
 	Errors  map[string]string
+	// Usage is the total of the completed executions.
+	Usage wsproto.Usage
 }
 
 // Count returns how many tasks ended in the given status.

@@ -96,13 +96,27 @@ type SolverProgress struct {
 	Message  string  `json:"message"`
 }
 
-// SolverCompleted is the metadata of solver.completed.
+// Usage counts a model's tokens. The simulated model reports zeros.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens, u.TotalTokens + v.TotalTokens}
+}
+
+// SolverCompleted is the metadata of solver.completed. Usage is the
+// tokens of the execution that completed.
 type SolverCompleted struct {
 	RunID      string `json:"run_id"`
 	TaskID     string `json:"task_id"`
 	Attempt    int    `json:"attempt"`
 	Result     string `json:"result"`
 	DurationMS int64  `json:"duration_ms"`
+	Usage      Usage  `json:"usage"`
 }
 
 // SolverCancelled is the metadata of solver.cancelled.
@@ -192,6 +206,9 @@ type PipelineCompleted struct {
 	Skipped    int    `json:"skipped"`
 	Cancelled  int    `json:"cancelled"`
 	DurationMS int64  `json:"duration_ms"`
+	// Usage is the run's total: planning, every completed execution and
+	// aggregation.
+	Usage Usage `json:"usage"`
 }
 
 // PipelineCancelled is the metadata of pipeline.cancelled.
