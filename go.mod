@@ -9,5 +9,6 @@ require (
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/sashabaranov/go-openai v1.43.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 )

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
@@ -40,6 +41,7 @@ type config struct {
 	simDelay       time.Duration
 	logFormat      string
 	allowedOrigins string
+	openai         openai.Config
 	opts           orchestrator.Options
 }
 
@@ -51,7 +53,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(stderr)
 	o := &c.opts
 	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
-	fs.StringVar(&c.model, "model", "sim", "model backend: sim (built-in, no network)")
+	fs.StringVar(&c.model, "model", "sim", "model backend: sim (built-in, no network) or openai (any OpenAI-compatible endpoint)")
+	fs.StringVar(&c.openai.BaseURL, "openai-base-url", "", "OpenAI-compatible API root (default "+openai.OfficialBaseURL+"; also OPENAI_BASE_URL)")
+	fs.StringVar(&c.openai.Model, "openai-model", openai.DefaultModel, "model name to ask the endpoint for")
+	fs.IntVar(&c.openai.MaxOutputTokens, "max-output-tokens", 1024, "most tokens one completion may produce")
 	fs.IntVar(&o.BufferSize, "buffer-size", 1000, "events kept per session for replay")
 	fs.DurationVar(&o.SessionTTL, "session-ttl", 5*time.Minute, "how long a session outlives its last connection")
 	fs.DurationVar(&o.ConfirmTimeout, "confirm-timeout", 5*time.Minute, "how long a confirmation waits for its answer")
@@ -79,6 +84,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if envErr != nil {
 		return c, envErr
 	}
+	// The OpenAI SDKs' own variables, below Baton's flags and BATON_* ones.
+	c.openai.APIKey = getenv("OPENAI_API_KEY")
+	if c.openai.BaseURL == "" {
+		c.openai.BaseURL = getenv("OPENAI_BASE_URL")
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -91,8 +101,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 	}
 	switch {
-	case o.BufferSize < 1, o.MaxParallel < 1, o.MaxTasks < 1, o.ReadLimit < 1, o.MaxAttempts < 1:
-		return c, errors.New("--buffer-size, --max-parallel, --max-tasks, --read-limit and --max-attempts must be at least 1")
+	case o.BufferSize < 1, o.MaxParallel < 1, o.MaxTasks < 1, o.ReadLimit < 1, o.MaxAttempts < 1, c.openai.MaxOutputTokens < 1:
+		return c, errors.New("--buffer-size, --max-parallel, --max-tasks, --read-limit, --max-attempts and --max-output-tokens must be at least 1")
 	case o.SessionTTL <= 0, o.ConfirmTimeout <= 0, o.PingInterval <= 0, o.PongTimeout <= 0, o.TaskTimeout <= 0, o.RetryBase <= 0, c.simDelay < 0:
 		return c, errors.New("durations must be positive (--sim-delay may be 0)")
 	}
@@ -110,8 +120,14 @@ func models(c config) (orchestrator.Models, error) {
 			Solver:     &solver.Sim{Delay: c.simDelay},
 			Aggregator: &aggregator.Sim{Delay: c.simDelay},
 		}, nil
+	case "openai":
+		client, err := openai.New(c.openai)
+		if err != nil {
+			return orchestrator.Models{}, err
+		}
+		return orchestrator.Models{Planner: client, Solver: client, Aggregator: client}, nil
 	}
-	return orchestrator.Models{}, fmt.Errorf("--model %q: the only model so far is sim", c.model)
+	return orchestrator.Models{}, fmt.Errorf("--model %q: want sim or openai", c.model)
 }
 
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
@@ -157,6 +173,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "model", c.model)
+	if c.model == "openai" {
+		log.Info("model endpoint", "base_url", c.openai.BaseURL, "model", c.openai.Model)
+	}
 	fmt.Fprintf(stdout, "baton listening on http://%s\n", ln.Addr())
 
 	select {

@@ -1,0 +1,284 @@
+// Package openai runs Baton's pipeline on any OpenAI-compatible chat
+// completions endpoint — OpenAI itself, or Ollama, vLLM, llama.cpp's server,
+// LiteLLM — through github.com/sashabaranov/go-openai. One *Client is the
+// planner (structured JSON output, with a plain-JSON fallback for servers
+// without json_schema), the solver (one streamed completion per task) and
+// the aggregator (a streamed summary).
+//
+// Every failure is mapped once into a *failure.Error so the solver's retry
+// policy applies unchanged. The package knows nothing of sessions, events or
+// connections: it reports through the callbacks of the interfaces it
+// implements.
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// OfficialBaseURL is OpenAI's own endpoint, the default.
+const OfficialBaseURL = "https://api.openai.com/v1"
+
+// DefaultModel is the model asked for when none is configured.
+const DefaultModel = "gpt-4o-mini"
+
+// Config configures a Client. The zero value talks to OpenAI with no key,
+// which New refuses.
+type Config struct {
+	// APIKey is sent as a bearer token. Required for OfficialBaseURL;
+	// local servers usually need none.
+	APIKey string
+	// BaseURL is the API root, e.g. http://localhost:11434/v1 for Ollama.
+	// Defaults to OfficialBaseURL.
+	BaseURL string
+	// Model is the model name. Defaults to DefaultModel.
+	Model string
+	// MaxOutputTokens bounds each completion. Defaults to 1024.
+	MaxOutputTokens int
+	// HTTPClient is the client requests go through. Defaults to a client
+	// with no overall timeout (contexts bound every call).
+	HTTPClient *http.Client
+	// ProgressInterval is the least time between two progress reports of
+	// one streamed completion. Defaults to 100ms (at most ~10 a second).
+	ProgressInterval time.Duration
+	// ResultBudget bounds, in bytes, the dependency results put into one
+	// task's prompt. Defaults to 12000.
+	ResultBudget int
+}
+
+// Client is an OpenAI-compatible model. It is safe for concurrent use.
+type Client struct {
+	api      *goopenai.Client
+	cfg      Config
+	official bool
+	// noSchema is set once the server has refused a json_schema response
+	// format; planning then asks for plain JSON.
+	noSchema atomic.Bool
+	now      func() time.Time
+}
+
+var (
+	_ planner.Planner       = (*Client)(nil)
+	_ solver.Model          = (*Client)(nil)
+	_ aggregator.Aggregator = (*Client)(nil)
+)
+
+// New returns a Client. It fails when the official endpoint is configured
+// without a key, or the base URL is not an http(s) URL.
+func New(cfg Config) (*Client, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = OfficialBaseURL
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", cfg.BaseURL)
+	}
+	official := strings.EqualFold(u.Host, "api.openai.com")
+	if official && cfg.APIKey == "" {
+		return nil, errors.New("openai: OPENAI_API_KEY is required for api.openai.com (a local server set with --openai-base-url needs none)")
+	}
+	if cfg.Model == "" {
+		cfg.Model = DefaultModel
+	}
+	if cfg.MaxOutputTokens <= 0 {
+		cfg.MaxOutputTokens = 1024
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 100 * time.Millisecond
+	}
+	if cfg.ResultBudget <= 0 {
+		cfg.ResultBudget = 12000
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	wrapped := *hc
+	wrapped.Transport = retryAfterTransport{base: base}
+
+	ac := goopenai.DefaultConfig(cfg.APIKey)
+	ac.BaseURL = cfg.BaseURL
+	ac.HTTPClient = &wrapped
+	return &Client{api: goopenai.NewClientWithConfig(ac), cfg: cfg, official: official, now: time.Now}, nil
+}
+
+// request fills in what every chat request of this client shares.
+func (c *Client) request(msgs []goopenai.ChatCompletionMessage) goopenai.ChatCompletionRequest {
+	req := goopenai.ChatCompletionRequest{
+		Model:         c.cfg.Model,
+		Messages:      msgs,
+		Stream:        true,
+		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
+	}
+	if c.official {
+		req.MaxCompletionTokens = c.cfg.MaxOutputTokens
+	} else {
+		// Local servers (Ollama, vLLM, llama.cpp) know max_tokens.
+		req.MaxTokens = c.cfg.MaxOutputTokens
+	}
+	return req
+}
+
+// stream runs one streamed completion, calling onText with each piece of
+// content, and returns the whole text and the usage. Every error it
+// returns is a *failure.Error, or ctx's error when ctx is done.
+func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest, onText func(string)) (string, wsproto.Usage, error) {
+	slot := &retryAfter{}
+	ctx = context.WithValue(ctx, retryAfterKey{}, slot)
+	s, err := c.api.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		return "", wsproto.Usage{}, classify(ctx, err, slot.d)
+	}
+	defer s.Close()
+	var text strings.Builder
+	var usage wsproto.Usage
+	finished := false
+	for {
+		resp, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return text.String(), usage, classify(ctx, err, slot.d)
+		}
+		if resp.Usage != nil {
+			usage = wsproto.Usage{PromptTokens: resp.Usage.PromptTokens,
+				CompletionTokens: resp.Usage.CompletionTokens, TotalTokens: resp.Usage.TotalTokens}
+		}
+		for _, ch := range resp.Choices {
+			if ch.Delta.Content != "" {
+				text.WriteString(ch.Delta.Content)
+				onText(ch.Delta.Content)
+			}
+			if ch.FinishReason != "" {
+				finished = true
+			}
+		}
+	}
+	if !finished {
+		// Every OpenAI-compatible server ends a complete stream with a
+		// finish_reason; a stream that stops without one was cut.
+		return text.String(), usage, &failure.Error{Type: failure.Network, Err: errors.New("the stream ended before the completion finished")}
+	}
+	return text.String(), usage, nil
+}
+
+// classify maps an error of a call to the endpoint into a *failure.Error
+// (§ error mapping in docs/protocol.md): 429 → rate_limit with the
+// Retry-After the server gave; 5xx and connection errors → network; a
+// deadline or 408 → timeout; other 4xx → permanent. When ctx itself is
+// done, ctx's error is returned as it is.
+func classify(ctx context.Context, err error, retryAfter time.Duration) error {
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	status := 0
+	var apiErr *goopenai.APIError
+	var reqErr *goopenai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		status = apiErr.HTTPStatusCode
+	case errors.As(err, &reqErr):
+		status = reqErr.HTTPStatusCode
+	}
+	typ := failure.Network
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), status == http.StatusRequestTimeout:
+		typ = failure.Timeout
+	case status == http.StatusTooManyRequests:
+		typ = failure.RateLimit
+	case status >= 500:
+		typ = failure.Network
+	case status >= 400:
+		typ = failure.Permanent
+	}
+	fe := &failure.Error{Type: typ, Err: err}
+	if typ == failure.RateLimit {
+		fe.RetryAfter = retryAfter
+	}
+	return fe
+}
+
+// retryAfter receives the Retry-After of a 429 response; go-openai's
+// errors do not carry headers, so the transport records it here.
+type retryAfter struct{ d time.Duration }
+
+type retryAfterKey struct{}
+
+// retryAfterTransport records Retry-After into the slot carried by the
+// request's context. RoundTrip runs on the caller's goroutine, so the slot
+// needs no lock.
+type retryAfterTransport struct{ base http.RoundTripper }
+
+func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		if slot, ok := req.Context().Value(retryAfterKey{}).(*retryAfter); ok {
+			slot.d = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+	}
+	return resp, err
+}
+
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP
+// date. 0 when absent or unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// coalescer turns a stream of small pieces of text into reports at most
+// once per interval, each carrying the text since the previous report.
+type coalescer struct {
+	interval time.Duration
+	now      func() time.Time
+	emit     func(text string)
+	pending  strings.Builder
+	last     time.Time
+}
+
+func (c *coalescer) add(text string) {
+	c.pending.WriteString(text)
+	if now := c.now(); now.Sub(c.last) >= c.interval {
+		c.last = now
+		c.flush()
+	}
+}
+
+// flush reports whatever is pending.
+func (c *coalescer) flush() {
+	if c.pending.Len() > 0 {
+		c.emit(c.pending.String())
+		c.pending.Reset()
+	}
+}
