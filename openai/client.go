@@ -278,7 +278,13 @@ func (c *coalescer) add(text string) {
 // flush reports whatever is pending.
 func (c *coalescer) flush() {
 	if c.pending.Len() > 0 {
-		c.emit(c.pending.String())
-		c.pending.Reset()
+		c.emit(c.rest())
 	}
+}
+
+// rest returns the text not reported yet and forgets it.
+func (c *coalescer) rest() string {
+	s := c.pending.String()
+	c.pending.Reset()
+	return s
 }

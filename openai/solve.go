@@ -63,8 +63,7 @@ func (c *Client) Solve(ctx context.Context, in solver.Input, progress func(float
 	if err != nil {
 		return solver.Result{}, err
 	}
-	co.emit = func(text string) { progress(1, text) }
-	co.flush()
+	progress(1, co.rest()) // the last report says done, with any text not yet reported
 	return solver.Result{Text: text, Usage: usage}, nil
 }
 

@@ -1,0 +1,407 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// chatRequest is the part of a request the fake server looks at.
+type chatRequest struct {
+	Model          string `json:"model"`
+	Stream         bool   `json:"stream"`
+	MaxTokens      int    `json:"max_tokens"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+func (r chatRequest) text() string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		b.WriteString(m.Content)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// fake is an OpenAI-compatible /v1/chat/completions server whose every
+// response is decided by the test's handler. It records the requests.
+type fake struct {
+	*httptest.Server
+	mu       sync.Mutex // guards requests
+	requests []chatRequest
+}
+
+func newFake(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, req chatRequest)) *fake {
+	f := &fake{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var req chatRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		f.requests = append(f.requests, req)
+		f.mu.Unlock()
+		handle(w, r, req)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fake) client(t *testing.T, mutate ...func(*Config)) *Client {
+	cfg := Config{BaseURL: f.URL + "/v1", Model: "test-model", MaxOutputTokens: 100}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fake) seen() []chatRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]chatRequest(nil), f.requests...)
+}
+
+// stream writes pieces as SSE chunks, then a finish_reason, a usage chunk
+// and [DONE].
+func stream(w http.ResponseWriter, pieces ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, p := range pieces {
+		chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": p}}}})
+	}
+	chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}})
+	chunk(w, map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func chunk(w http.ResponseWriter, v map[string]any) {
+	v["id"], v["object"], v["model"] = "c1", "chat.completion.chunk", "test-model"
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "data: %s\n\n", b)
+	w.(http.Flusher).Flush()
+}
+
+func apiError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, msg)
+}
+
+// split cuts s into pieces of n bytes, as a model streams tokens.
+func split(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
+
+const planJSON = `{"summary":"Two parts then combine","tasks":[` +
+	`{"id":"a","title":"Look up \"facts\"","description":"d","depends_on":[]},` +
+	`{"id":"b","title":"Find examples","description":"d","depends_on":[]},` +
+	`{"id":"c","title":"Combine","description":"d","depends_on":["a","b"]}]}`
+
+func TestPlanStructured(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, req chatRequest) {
+		if req.ResponseFormat == nil || req.ResponseFormat.Type != "json_schema" {
+			apiError(w, 400, "expected a json_schema response format")
+			return
+		}
+		stream(w, split(planJSON, 7)...)
+	})
+	var steps []string
+	p, err := f.client(t).Plan(t.Context(), planner.Request{Text: "do it", Attempt: 1}, func(s string) { steps = append(steps, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Tasks) != 3 || p.Tasks[2].DependsOn[1] != "b" || p.Summary != "Two parts then combine" {
+		t.Errorf("plan %+v", p)
+	}
+	want := []string{`Drafted task 1: Look up "facts"`, "Drafted task 2: Find examples", "Drafted task 3: Combine", "Checked the plan: 3 tasks"}
+	if strings.Join(steps, "|") != strings.Join(want, "|") {
+		t.Errorf("steps %q, want %q", steps, want)
+	}
+	if p.Usage != (wsproto.Usage{PromptTokens: 11, CompletionTokens: 7, TotalTokens: 18}) {
+		t.Errorf("usage %+v", p.Usage)
+	}
+	if got := f.seen()[0]; !got.Stream || got.Model != "test-model" || got.MaxTokens != 100 {
+		t.Errorf("request %+v", got)
+	}
+}
+
+func TestPlanFallsBackToPlainJSON(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, req chatRequest) {
+		if req.ResponseFormat != nil {
+			apiError(w, 400, "response_format of type json_schema is not supported by this model")
+			return
+		}
+		stream(w, split("Here is the plan:\n```json\n"+planJSON+"\n```\n", 9)...)
+	})
+	c := f.client(t)
+	for i := range 2 {
+		p, err := c.Plan(t.Context(), planner.Request{Text: "x", Attempt: 1}, func(string) {})
+		if err != nil {
+			t.Fatalf("plan %d: %v", i, err)
+		}
+		if len(p.Tasks) != 3 {
+			t.Fatalf("plan %d: %d tasks", i, len(p.Tasks))
+		}
+	}
+	// The refusal is remembered: 1 refused + 1 plain, then 1 plain.
+	reqs := f.seen()
+	if len(reqs) != 3 || reqs[0].ResponseFormat == nil || reqs[1].ResponseFormat != nil || reqs[2].ResponseFormat != nil {
+		t.Errorf("requests: %d, formats %v", len(reqs), reqs)
+	}
+}
+
+func TestPlanUnusableIsValidationAndFeedbackIsSent(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {
+		stream(w, "I would rather not.")
+	})
+	c := f.client(t)
+	_, err := c.Plan(t.Context(), planner.Request{Text: "x", Attempt: 1}, func(string) {})
+	if got := failure.Classify(err); got.Type != failure.Validation {
+		t.Fatalf("class %+v of %v, want validation", got, err)
+	}
+	_, _ = c.Plan(t.Context(), planner.Request{Text: "x", Attempt: 2, Feedback: "task 0 has an empty title"}, func(string) {})
+	if last := f.seen()[1]; !strings.Contains(last.text(), "task 0 has an empty title") {
+		t.Errorf("feedback not in the retried prompt: %q", last.text())
+	}
+}
+
+func TestSolveStreamsCoalescedProgress(t *testing.T) {
+	answer := strings.Repeat("token ", 40)
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {
+		stream(w, split(answer, 6)...)
+	})
+	c := f.client(t)
+	// A fake clock: each piece arrives 30ms after the previous one, so 40
+	// pieces span 1.2s and at most one report per 100ms may go out.
+	var clock time.Time
+	c.now = func() time.Time { clock = clock.Add(30 * time.Millisecond); return clock }
+
+	type report struct {
+		f   float64
+		msg string
+	}
+	var reports []report
+	in := solver.Input{Request: "req", PlanSummary: "plan", Attempt: 1,
+		Task:         wsproto.Task{ID: "c", Title: "Combine", Description: "desc", DependsOn: []string{"a"}},
+		Tasks:        []solver.TaskStatus{{Task: wsproto.Task{ID: "a", Title: "First"}, Status: "completed"}, {Task: wsproto.Task{ID: "c", Title: "Combine"}, Status: "running"}},
+		Dependencies: map[string]string{"a": strings.Repeat("long result ", 5000)},
+	}
+	res, err := c.Solve(t.Context(), in, func(f float64, msg string) { reports = append(reports, report{f, msg}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != answer || res.Usage.TotalTokens != 18 {
+		t.Errorf("result %q usage %+v", res.Text, res.Usage)
+	}
+	var joined strings.Builder
+	last := 0.0
+	for _, r := range reports {
+		joined.WriteString(r.msg)
+		if r.f < last || r.f > 1 {
+			t.Errorf("progress %v after %v", r.f, last)
+		}
+		last = r.f
+	}
+	if joined.String() != answer {
+		t.Errorf("progress messages do not add up to the result")
+	}
+	if n := len(reports); n < 5 || n > 14 { // 1.2s / 100ms, plus the first and the final flush
+		t.Errorf("%d progress reports for 40 pieces over 1.2s; want about 12", n)
+	}
+	if last != 1 {
+		t.Errorf("last progress %v, want 1", last)
+	}
+	prompt := f.seen()[0].text()
+	for _, want := range []string{"req", "plan", "[completed] a: First", "[running] c: Combine", "Your task: c — Combine", "[…]"} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("prompt lacks %q", want)
+		}
+	}
+	if len(prompt) > 20000 {
+		t.Errorf("prompt of %d bytes: the dependency result was not truncated", len(prompt))
+	}
+}
+
+func TestAggregate(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {
+		stream(w, "All ", "done.")
+	})
+	var streamed strings.Builder
+	out, err := f.client(t).Aggregate(t.Context(), aggregator.Input{Request: "r", Tasks: []aggregator.TaskOutcome{
+		{Task: wsproto.Task{ID: "a", Title: "A"}, Status: "completed", Result: "ra"},
+		{Task: wsproto.Task{ID: "b", Title: "B"}, Status: "failed", Error: "boom"},
+	}}, func(s string) { streamed.WriteString(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Answer != "All done." || out.Summary != "All done." || streamed.String() != "All done." || out.Usage.TotalTokens != 18 {
+		t.Errorf("out %+v streamed %q", out, streamed.String())
+	}
+	if p := f.seen()[0].text(); !strings.Contains(p, "Error: boom") || !strings.Contains(p, "ra") {
+		t.Errorf("prompt %q", p)
+	}
+}
+
+func TestErrorMapping(t *testing.T) {
+	tests := []struct {
+		name       string
+		handle     func(w http.ResponseWriter, r *http.Request)
+		ctxTimeout time.Duration
+		want       string
+		retryAfter time.Duration
+	}{
+		{name: "429 with Retry-After", handle: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "7")
+			apiError(w, 429, "slow down")
+		}, want: failure.RateLimit, retryAfter: 7 * time.Second},
+		{name: "429 without Retry-After", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 429, "slow down") }, want: failure.RateLimit},
+		{name: "500", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 500, "oops") }, want: failure.Network},
+		{name: "503 plain text", handle: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "unavailable", 503) }, want: failure.Network},
+		{name: "400", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 400, "bad") }, want: failure.Permanent},
+		{name: "401", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 401, "no key") }, want: failure.Permanent},
+		{name: "403", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 403, "forbidden") }, want: failure.Permanent},
+		{name: "404", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 404, "no such model") }, want: failure.Permanent},
+		{name: "408", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 408, "too slow") }, want: failure.Timeout},
+		{name: "deadline", ctxTimeout: 50 * time.Millisecond, handle: func(_ http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+		}, want: failure.Timeout},
+		{name: "stream cut mid-way", handle: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "half"}}}})
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}, want: failure.Network},
+		{name: "stream ends without finish_reason", handle: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "half"}}}})
+		}, want: failure.Network},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ chatRequest) { tt.handle(w, r) })
+			ctx := t.Context()
+			if tt.ctxTimeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.ctxTimeout)
+				defer cancel()
+			}
+			_, err := f.client(t).Solve(ctx, solver.Input{Task: wsproto.Task{ID: "a", Title: "A"}}, func(float64, string) {})
+			var fe *failure.Error
+			if !errors.As(err, &fe) {
+				t.Fatalf("error %v (%T) is not a *failure.Error", err, err)
+			}
+			if c := failure.Classify(err); c.Type != tt.want || c.RetryAfter != tt.retryAfter {
+				t.Errorf("class %+v, want type %s retry-after %v (err %v)", c, tt.want, tt.retryAfter, err)
+			}
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		f := newFake(t, func(http.ResponseWriter, *http.Request, chatRequest) {})
+		c := f.client(t)
+		f.Close()
+		_, err := c.Solve(t.Context(), solver.Input{}, func(float64, string) {})
+		if got := failure.Classify(err).Type; got != failure.Network {
+			t.Errorf("type %s (err %v), want network", got, err)
+		}
+	})
+}
+
+func TestCancelClosesTheUpstreamRequest(t *testing.T) {
+	upstreamGone := make(chan struct{})
+	started := make(chan struct{})
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, _ chatRequest) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "x"}}}})
+		close(started)
+		<-r.Context().Done() // the client went away
+		close(upstreamGone)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.client(t).Solve(ctx, solver.Input{}, func(float64, string) {})
+		done <- err
+	}()
+	<-started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Solve returned %v, want context.Canceled", err)
+	}
+	select {
+	case <-upstreamGone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fake server never saw the request end")
+	}
+}
+
+func TestNew(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{name: "official endpoint without a key", cfg: Config{}, wantErr: "OPENAI_API_KEY"},
+		{name: "official endpoint with a key", cfg: Config{APIKey: "sk-test"}},
+		{name: "local server without a key", cfg: Config{BaseURL: "http://localhost:11434/v1"}},
+		{name: "not a URL", cfg: Config{BaseURL: "localhost:11434"}, wantErr: "not an http(s) URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.cfg)
+			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("New: %v, want error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", 0}, {"3", 3 * time.Second}, {"1.5", 1500 * time.Millisecond}, {"-1", 0}, {"soon", 0},
+		{now.Add(20 * time.Second).Format(http.TimeFormat), 20 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := parseRetryAfter(tt.in, now); got != tt.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
