@@ -1,0 +1,510 @@
+// Package client is a Go client of Baton's wire contract: it dials, keeps
+// the session's seq and state checksum, applies every sequenced event once
+// and in order (dropping replayed duplicates), acks as it goes, answers
+// confirmations through a callback, and — when the connection drops —
+// resumes with user.reconnect_with_state, applying a replay or a resync
+// snapshot. It checks the contract while it works: a gap, a duplicate, a
+// reordering or a checksum that differs from the server's is recorded as a
+// violation rather than hidden.
+//
+// The project's end-to-end tests and the load tool (cmd/baton-load) use it.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// Frame is one server frame as received.
+type Frame struct {
+	Event     string          `json:"event"`
+	EventID   string          `json:"event_id"`
+	Seq       uint64          `json:"seq"`
+	SessionID string          `json:"session_id"`
+	StepID    string          `json:"step_id"`
+	Timestamp time.Time       `json:"timestamp"`
+	Content   string          `json:"content"`
+	Metadata  json.RawMessage `json:"metadata"`
+}
+
+// Meta decodes the frame's metadata into its typed struct (a pointer, see
+// wsproto.DecodeMetadata).
+func (f Frame) Meta() (any, error) { return wsproto.DecodeMetadata(f.Event, f.Metadata) }
+
+// Answer is the metadata of a user.response: Confirmed (and optionally
+// Tasks) for a plan confirmation, Action for a task_failed one.
+type Answer struct {
+	Confirmed *bool          `json:"confirmed,omitempty"`
+	Tasks     []wsproto.Task `json:"tasks,omitempty"`
+	Action    string         `json:"action,omitempty"`
+}
+
+// Options configure a Client. A nil *Options means the defaults.
+type Options struct {
+	// AckEvery acks after this many applied events. Defaults to 0: never.
+	AckEvery int
+	// Resume makes the client reconnect and resume by itself when the
+	// connection drops. Defaults to false.
+	Resume bool
+	// ResumeDelay is the pause before each reconnection attempt. Defaults
+	// to 50ms.
+	ResumeDelay time.Duration
+	// OnEvent is called, on the client's reader goroutine, with every
+	// sequenced event once and in seq order, and with every unsequenced
+	// frame. It must not block for long.
+	OnEvent func(Frame)
+	// OnConfirm answers an agent.user_confirm; returning nil leaves it
+	// open. Called on the reader goroutine.
+	OnConfirm func(wsproto.UserConfirm) *Answer
+	// Header is sent with every handshake (e.g. Origin).
+	Header http.Header
+}
+
+// Stats counts what happened to a client.
+type Stats struct {
+	Events     int // sequenced events applied
+	Duplicates int // replayed events already applied, dropped
+	Resumes    int // successful resumes (replay or resync)
+	Resyncs    int // resumes answered with a snapshot
+	Rejected   int // resumes answered with resume_rejected
+	Errors     int // system.error frames
+	Violations []string
+}
+
+// ErrClosed is returned for operations on a closed client.
+var ErrClosed = errors.New("client: closed")
+
+// Client is one Baton session seen from the client side. Its methods may
+// be called concurrently.
+type Client struct {
+	url  string
+	opts Options
+
+	mu        sync.Mutex // guards the fields below
+	ws        *websocket.Conn
+	sessionID string
+	token     string
+	lastSeq   uint64
+	checksum  string
+	expectSum map[uint64]string // server checksums to verify once we reach the seq
+	state     wsproto.State
+	answers   map[string][]byte // answers sent in the current run, by step id
+	sinceAck  int
+	stats     Stats
+	closed    bool
+	changed   chan struct{} // closed and replaced on every applied frame
+	connected chan struct{} // closed and replaced on every (re)connection
+	lastErr   error
+
+	done chan struct{} // closed when the reader loop has ended
+}
+
+// Dial connects to a Baton /ws URL and waits for system.connected.
+func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
+	c := &Client{url: url, changed: make(chan struct{}), connected: make(chan struct{}),
+		expectSum: map[uint64]string{}, answers: map[string][]byte{}, done: make(chan struct{})}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.ResumeDelay <= 0 {
+		c.opts.ResumeDelay = 50 * time.Millisecond
+	}
+	ws, first, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var m wsproto.Connected
+	if first.Event != wsproto.EventConnected || json.Unmarshal(first.Metadata, &m) != nil {
+		ws.CloseNow()
+		return nil, fmt.Errorf("client: first frame was %s, want system.connected", first.Event)
+	}
+	c.ws, c.sessionID, c.token = ws, m.SessionID, m.ResumeToken
+	c.deliver(first)
+	go c.loop(ws)
+	return c, nil
+}
+
+func (c *Client) dial(ctx context.Context) (*websocket.Conn, Frame, error) {
+	ws, _, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPHeader: c.opts.Header})
+	if err != nil {
+		return nil, Frame{}, fmt.Errorf("client: dial: %w", err)
+	}
+	ws.SetReadLimit(1 << 24)
+	f, err := readFrame(ctx, ws)
+	if err != nil {
+		ws.CloseNow()
+		return nil, Frame{}, err
+	}
+	return ws, f, nil
+}
+
+func readFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		return Frame{}, fmt.Errorf("client: read: %w", err)
+	}
+	var f Frame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return Frame{}, fmt.Errorf("client: decode frame: %w", err)
+	}
+	return f, nil
+}
+
+// loop reads frames until the connection ends, then resumes when asked to.
+func (c *Client) loop(ws *websocket.Conn) {
+	defer close(c.done)
+	for {
+		err := c.read(ws)
+		c.mu.Lock()
+		closed := c.closed
+		c.lastErr = err
+		c.mu.Unlock()
+		if closed || !c.opts.Resume {
+			return
+		}
+		for {
+			time.Sleep(c.opts.ResumeDelay) // pacing between reconnection attempts, not synchronisation
+			c.mu.Lock()
+			closed = c.closed
+			c.mu.Unlock()
+			if closed {
+				return
+			}
+			var rerr error
+			if ws, rerr = c.resume(context.Background()); rerr == nil {
+				break
+			}
+			c.mu.Lock()
+			c.lastErr = rerr
+			c.mu.Unlock()
+			if errors.Is(rerr, errRejected) {
+				return
+			}
+		}
+	}
+}
+
+var errRejected = errors.New("client: resume rejected")
+
+// read handles frames until the connection fails.
+func (c *Client) read(ws *websocket.Conn) error {
+	for {
+		f, err := readFrame(context.Background(), ws)
+		if err != nil {
+			return err
+		}
+		c.deliver(f)
+	}
+}
+
+// resume opens a new connection and attaches it to the session.
+func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ws, _, err := c.dial(ctx) // its fresh system.connected is not ours
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	req := map[string]any{"event": wsproto.EventUserReconnect, "metadata": map[string]any{
+		"session_id": c.sessionID, "resume_token": c.token, "last_seq": c.lastSeq, "state_checksum": c.checksum}}
+	c.mu.Unlock()
+	if err := writeJSON(ctx, ws, req); err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	f, err := readFrame(ctx, ws)
+	if err != nil {
+		ws.CloseNow()
+		return nil, err
+	}
+	if f.Event == wsproto.EventError {
+		c.mu.Lock()
+		c.stats.Rejected++
+		c.mu.Unlock()
+		c.deliver(f)
+		ws.CloseNow()
+		return nil, errRejected
+	}
+	var m wsproto.Connected
+	if f.Event != wsproto.EventConnected || json.Unmarshal(f.Metadata, &m) != nil || !m.Resumed {
+		ws.CloseNow()
+		return nil, fmt.Errorf("client: resume answered with %s", f.Event)
+	}
+	c.mu.Lock()
+	c.ws = ws
+	c.stats.Resumes++
+	if m.Resync {
+		c.stats.Resyncs++
+	} else {
+		c.expectSum[m.LastSeq] = m.StateChecksum
+	}
+	c.mu.Unlock()
+	c.deliver(f)
+	if m.Resync {
+		snap, err := readFrame(ctx, ws)
+		if err != nil || snap.Event != wsproto.EventStateSnapshot {
+			ws.CloseNow()
+			return nil, fmt.Errorf("client: resync without a snapshot (%s, %v)", snap.Event, err)
+		}
+		c.deliver(snap)
+	}
+	c.reanswer(ctx, ws)
+	return ws, nil
+}
+
+// reanswer sends again the answers of the current run: one may have been
+// lost with the connection. The server answers step_id_mismatch to those
+// it already had.
+func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn) {
+	c.mu.Lock()
+	frames := make([][]byte, 0, len(c.answers))
+	for _, b := range c.answers {
+		frames = append(frames, b)
+	}
+	c.mu.Unlock()
+	for _, b := range frames {
+		ws.Write(ctx, websocket.MessageText, b)
+	}
+}
+
+// deliver applies one frame: sequenced events once, in order; snapshots
+// replace the state.
+func (c *Client) deliver(f Frame) {
+	var confirm *wsproto.UserConfirm
+	var ack []byte
+	c.mu.Lock()
+	switch {
+	case f.Seq != 0:
+		if f.Seq <= c.lastSeq {
+			c.stats.Duplicates++
+			c.mu.Unlock()
+			return
+		}
+		if f.Seq != c.lastSeq+1 {
+			c.violation("gap: event seq %d after %d", f.Seq, c.lastSeq)
+		}
+		c.lastSeq = f.Seq
+		c.checksum = buffer.NextChecksum(c.checksum, f.EventID)
+		if want, ok := c.expectSum[f.Seq]; ok {
+			delete(c.expectSum, f.Seq)
+			if want != c.checksum {
+				c.violation("checksum at seq %d: client %s, server %s", f.Seq, c.checksum, want)
+			}
+		}
+		c.stats.Events++
+		if err := c.state.ApplyJSON(f.Event, f.Metadata); err != nil {
+			c.violation("seq %d: %v", f.Seq, err)
+		}
+		switch f.Event {
+		case wsproto.EventUserConfirm:
+			var m wsproto.UserConfirm
+			if json.Unmarshal(f.Metadata, &m) == nil {
+				confirm = &m
+			}
+		case wsproto.EventFinalAnswer, wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
+			clear(c.answers)
+		}
+		if c.opts.AckEvery > 0 {
+			if c.sinceAck++; c.sinceAck >= c.opts.AckEvery {
+				c.sinceAck = 0
+				ack, _ = json.Marshal(map[string]any{"event": wsproto.EventUserAck, "metadata": map[string]any{"last_seq": f.Seq}})
+			}
+		}
+	case f.Event == wsproto.EventStateSnapshot:
+		var s wsproto.Snapshot
+		if err := json.Unmarshal(f.Metadata, &s); err != nil {
+			c.violation("snapshot: %v", err)
+			break
+		}
+		c.lastSeq, c.checksum = s.Seq, s.StateChecksum
+		c.state = wsproto.State{Phase: s.Phase, Run: s.Run}
+		clear(c.expectSum)
+		if s.Run != nil {
+			for _, p := range s.Run.PendingConfirm {
+				if _, answered := c.answers[p.StepID]; !answered {
+					p := p
+					confirm = &p
+				}
+			}
+		}
+	case f.Event == wsproto.EventError:
+		c.stats.Errors++
+	}
+	ws := c.ws
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+
+	if c.opts.OnEvent != nil {
+		c.opts.OnEvent(f)
+	}
+	if ack != nil {
+		ws.Write(context.Background(), websocket.MessageText, ack)
+	}
+	if confirm != nil && c.opts.OnConfirm != nil {
+		if a := c.opts.OnConfirm(*confirm); a != nil {
+			c.Respond(context.Background(), confirm.StepID, *a)
+		}
+	}
+}
+
+func (c *Client) violation(format string, args ...any) {
+	c.stats.Violations = append(c.stats.Violations, fmt.Sprintf(format, args...))
+}
+
+func writeJSON(ctx context.Context, ws *websocket.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return ws.Write(ctx, websocket.MessageText, b)
+}
+
+// Send writes one client frame. It fails while the client is between
+// connections; callers that care retry after WaitConnected.
+func (c *Client) Send(ctx context.Context, event, stepID, content string, meta any) error {
+	frame := map[string]any{"event": event}
+	if stepID != "" {
+		frame["step_id"] = stepID
+	}
+	if content != "" {
+		frame["content"] = content
+	}
+	if meta != nil {
+		frame["metadata"] = meta
+	}
+	b, err := json.Marshal(frame)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	ws, closed := c.ws, c.closed
+	if event == wsproto.EventUserResponse {
+		c.answers[stepID] = b
+		c.state.CloseConfirm(stepID)
+	}
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	return ws.Write(ctx, websocket.MessageText, b)
+}
+
+// Message starts a run for a request.
+func (c *Client) Message(ctx context.Context, text string) error {
+	return c.Send(ctx, wsproto.EventUserMessage, "", text, nil)
+}
+
+// SolveTasks starts a run of the given tasks.
+func (c *Client) SolveTasks(ctx context.Context, tasks []wsproto.Task) error {
+	return c.Send(ctx, wsproto.EventUserSolve, "", "", map[string]any{"tasks": tasks})
+}
+
+// Respond answers a confirmation.
+func (c *Client) Respond(ctx context.Context, stepID string, a Answer) error {
+	return c.Send(ctx, wsproto.EventUserResponse, stepID, "", a)
+}
+
+// Ack acknowledges every event up to lastSeq.
+func (c *Client) Ack(ctx context.Context, lastSeq uint64) error {
+	return c.Send(ctx, wsproto.EventUserAck, "", "", map[string]any{"last_seq": lastSeq})
+}
+
+// Drop kills the current connection without a close handshake, as a lost
+// network would; with Resume set, the client then resumes by itself.
+func (c *Client) Drop() {
+	c.mu.Lock()
+	ws := c.ws
+	c.mu.Unlock()
+	ws.CloseNow()
+}
+
+// Close closes the connection and stops resuming. The session stays on
+// the server until its TTL.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	ws := c.ws
+	c.mu.Unlock()
+	ws.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	return nil
+}
+
+// Done is closed when the client has stopped reading for good: closed, or
+// disconnected without Resume, or its resume rejected.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the last connection ended.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastErr
+}
+
+// Wait blocks until cond, called with the client's view after every frame,
+// returns true, or ctx is done.
+func (c *Client) Wait(ctx context.Context, cond func(v View) bool) error {
+	for {
+		c.mu.Lock()
+		v := c.viewLocked()
+		ch := c.changed
+		c.mu.Unlock()
+		if cond(v) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+			c.mu.Lock()
+			v := c.viewLocked()
+			c.mu.Unlock()
+			if cond(v) {
+				return nil
+			}
+			return fmt.Errorf("client: stopped before the condition held: %w", c.Err())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// View is a copy of what the client knows at one moment.
+type View struct {
+	SessionID   string
+	ResumeToken string
+	LastSeq     uint64
+	Checksum    string
+	Phase       string
+	Run         *wsproto.RunState // shared: read only
+	Stats       Stats
+}
+
+// View returns the client's current view.
+func (c *Client) View() View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.viewLocked()
+}
+
+func (c *Client) viewLocked() View {
+	s := c.stats
+	s.Violations = append([]string(nil), s.Violations...)
+	return View{SessionID: c.sessionID, ResumeToken: c.token, LastSeq: c.lastSeq, Checksum: c.checksum,
+		Phase: c.state.Snapshot(0, "").Phase, Run: c.state.Run, Stats: s}
+}
