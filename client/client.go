@@ -103,7 +103,6 @@ type Client struct {
 	stats     Stats
 	closed    bool
 	changed   chan struct{} // closed and replaced on every applied frame
-	connected chan struct{} // closed and replaced on every (re)connection
 	lastErr   error
 
 	done chan struct{} // closed when the reader loop has ended
@@ -111,7 +110,7 @@ type Client struct {
 
 // Dial connects to a Baton /ws URL and waits for system.connected.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
-	c := &Client{url: url, changed: make(chan struct{}), connected: make(chan struct{}),
+	c := &Client{url: url, changed: make(chan struct{}),
 		expectSum: map[uint64]string{}, answers: map[string][]byte{}, done: make(chan struct{})}
 	if opts != nil {
 		c.opts = *opts
@@ -281,7 +280,7 @@ func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn) {
 // deliver applies one frame: sequenced events once, in order; snapshots
 // replace the state.
 func (c *Client) deliver(f Frame) {
-	var confirm *wsproto.UserConfirm
+	var confirms []wsproto.UserConfirm
 	var ack []byte
 	c.mu.Lock()
 	switch {
@@ -310,7 +309,7 @@ func (c *Client) deliver(f Frame) {
 		case wsproto.EventUserConfirm:
 			var m wsproto.UserConfirm
 			if json.Unmarshal(f.Metadata, &m) == nil {
-				confirm = &m
+				confirms = append(confirms, m)
 			}
 		case wsproto.EventFinalAnswer, wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
 			clear(c.answers)
@@ -333,8 +332,7 @@ func (c *Client) deliver(f Frame) {
 		if s.Run != nil {
 			for _, p := range s.Run.PendingConfirm {
 				if _, answered := c.answers[p.StepID]; !answered {
-					p := p
-					confirm = &p
+					confirms = append(confirms, p)
 				}
 			}
 		}
@@ -352,8 +350,11 @@ func (c *Client) deliver(f Frame) {
 	if ack != nil {
 		ws.Write(context.Background(), websocket.MessageText, ack)
 	}
-	if confirm != nil && c.opts.OnConfirm != nil {
-		if a := c.opts.OnConfirm(*confirm); a != nil {
+	for _, confirm := range confirms {
+		if c.opts.OnConfirm == nil {
+			break
+		}
+		if a := c.opts.OnConfirm(confirm); a != nil {
 			c.Respond(context.Background(), confirm.StepID, *a)
 		}
 	}
@@ -491,7 +492,7 @@ type View struct {
 	LastSeq     uint64
 	Checksum    string
 	Phase       string
-	Run         *wsproto.RunState // shared: read only
+	Run         *wsproto.RunState // a copy
 	Stats       Stats
 }
 
@@ -506,5 +507,19 @@ func (c *Client) viewLocked() View {
 	s := c.stats
 	s.Violations = append([]string(nil), s.Violations...)
 	return View{SessionID: c.sessionID, ResumeToken: c.token, LastSeq: c.lastSeq, Checksum: c.checksum,
-		Phase: c.state.Snapshot(0, "").Phase, Run: c.state.Run, Stats: s}
+		Phase: c.state.Snapshot(0, "").Phase, Run: copyRun(c.state.Run), Stats: s}
+}
+
+func copyRun(r *wsproto.RunState) *wsproto.RunState {
+	if r == nil {
+		return nil
+	}
+	out := *r
+	out.Tasks = append([]wsproto.TaskState(nil), r.Tasks...)
+	out.PendingConfirm = append([]wsproto.UserConfirm(nil), r.PendingConfirm...)
+	if r.FinalAnswer != nil {
+		a := *r.FinalAnswer
+		out.FinalAnswer = &a
+	}
+	return &out
 }
