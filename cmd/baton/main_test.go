@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// TestMain fails the suite if any goroutine outlives the tests: every
+// server is shut down through run's context, which must leave nothing.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startServer runs the real program on a free port with the simulated
+// model and extra flags, and returns its base URL. The server is shut down,
+// and run must return nil, when the test ends.
+func startServer(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	all := append([]string{"--addr", "127.0.0.1:0", "--sim-delay", "1ms", "--log-format", "json"}, args...)
+	go func() {
+		err := run(ctx, all, func(string) string { return "" }, pw, io.Discard)
+		pw.CloseWithError(io.EOF)
+		done <- err
+	}()
+	sc := bufio.NewScanner(pr)
+	if !sc.Scan() {
+		cancel()
+		t.Fatalf("server did not start: %v", <-done)
+	}
+	line := sc.Text()
+	go io.Copy(io.Discard, pr)
+	base, ok := strings.CutPrefix(line, "baton listening on ")
+	if !ok {
+		t.Fatalf("unexpected first line %q", line)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	})
+	return base
+}
+
+func wsURL(base string) string { return "ws" + strings.TrimPrefix(base, "http") + "/ws" }
+
+// conn is a raw test connection: the frames exactly as the server sends them.
+type conn struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func dial(t *testing.T, base string) *conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, wsURL(base), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.SetReadLimit(1 << 24)
+	t.Cleanup(func() { ws.CloseNow() })
+	return &conn{t: t, ws: ws}
+}
+
+// connect dials and reads system.connected.
+func connect(t *testing.T, base string) (*conn, wsproto.Connected) {
+	t.Helper()
+	c := dial(t, base)
+	var m wsproto.Connected
+	c.expectMeta(wsproto.EventConnected, &m)
+	return c, m
+}
+
+func (c *conn) sendRaw(typ websocket.MessageType, b []byte) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, typ, b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *conn) send(event string, meta any) { c.sendFrame(map[string]any{"event": event, "metadata": meta}) }
+
+func (c *conn) sendFrame(v map[string]any) {
+	c.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.sendRaw(websocket.MessageText, b)
+}
+
+func (c *conn) message(text string) { c.sendFrame(map[string]any{"event": "user.message", "content": text}) }
+
+func (c *conn) respond(stepID string, meta map[string]any) {
+	c.sendFrame(map[string]any{"event": "user.response", "step_id": stepID, "metadata": meta})
+}
+
+// next reads one frame and checks the envelope's invariants.
+func (c *conn) next() client.Frame {
+	c.t.Helper()
+	f, err := c.read(10 * time.Second)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	return f
+}
+
+func (c *conn) read(timeout time.Duration) (client.Frame, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	typ, b, err := c.ws.Read(ctx)
+	if err != nil {
+		return client.Frame{}, err
+	}
+	if typ != websocket.MessageText {
+		return client.Frame{}, fmt.Errorf("binary frame from the server")
+	}
+	var f client.Frame
+	if err := json.Unmarshal(b, &f); err != nil {
+		return client.Frame{}, fmt.Errorf("decode %s: %w", b, err)
+	}
+	var env map[string]json.RawMessage
+	json.Unmarshal(b, &env)
+	if string(env["metadata"]) == "null" || env["metadata"] == nil || f.EventID == "" || f.Timestamp.IsZero() || f.SessionID == "" {
+		return f, fmt.Errorf("bad envelope: %s", b)
+	}
+	if _, hasSeq := env["seq"]; hasSeq != wsproto.Sequenced(f.Event) {
+		return f, fmt.Errorf("seq presence wrong on %s: %s", f.Event, b)
+	}
+	return f, nil
+}
+
+func (c *conn) expect(event string) client.Frame {
+	c.t.Helper()
+	f := c.next()
+	if f.Event != event {
+		c.t.Fatalf("got %s %s, want %s", f.Event, f.Metadata, event)
+	}
+	return f
+}
+
+func (c *conn) expectMeta(event string, v any) client.Frame {
+	c.t.Helper()
+	f := c.expect(event)
+	if err := json.Unmarshal(f.Metadata, v); err != nil {
+		c.t.Fatalf("decode %s metadata: %v", event, err)
+	}
+	return f
+}
+
+// expectError reads a system.error and checks its code.
+func (c *conn) expectError(code string) wsproto.Error {
+	c.t.Helper()
+	var e wsproto.Error
+	c.expectMeta(wsproto.EventError, &e)
+	if e.Code != code {
+		c.t.Fatalf("system.error %q (%s), want %q", e.Code, e.Message, code)
+	}
+	return e
+}
+
+// until reads frames until one of the events, returning all read.
+func (c *conn) until(events ...string) []client.Frame {
+	c.t.Helper()
+	var out []client.Frame
+	for {
+		f := c.next()
+		out = append(out, f)
+		for _, e := range events {
+			if f.Event == e {
+				return out
+			}
+		}
+	}
+}
+
+// closeCode reads until the connection ends and returns its close code.
+func (c *conn) closeCode() websocket.StatusCode {
+	c.t.Helper()
+	for {
+		if _, err := c.read(10 * time.Second); err != nil {
+			return websocket.CloseStatus(err)
+		}
+	}
+}
+
+func meta[T any](t *testing.T, f client.Frame) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(f.Metadata, &v); err != nil {
+		t.Fatalf("decode %s: %v", f.Event, err)
+	}
+	return v
+}
+
+// checkStream asserts what holds of every session's sequenced events: seqs
+// contiguous from first, unique event ids.
+func checkStream(t *testing.T, frames []client.Frame, first uint64) {
+	t.Helper()
+	ids := map[string]bool{}
+	want := first
+	for _, f := range frames {
+		if !wsproto.Sequenced(f.Event) {
+			continue
+		}
+		if f.Seq != want {
+			t.Fatalf("seq %d (%s), want %d", f.Seq, f.Event, want)
+		}
+		want++
+		if ids[f.EventID] {
+			t.Fatalf("event id %s twice", f.EventID)
+		}
+		ids[f.EventID] = true
+	}
+}
+
+func sleepTask(id, sleep string, deps ...string) wsproto.Task {
+	if deps == nil {
+		deps = []string{}
+	}
+	return wsproto.Task{ID: id, Title: "Task " + id, Description: "[sim:sleep=" + sleep + "]", DependsOn: deps}
+}
+
+func health(t *testing.T, base string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Status   string `json:"status"`
+		Sessions int    `json:"sessions"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Status != "ok" {
+		t.Fatalf("healthz: %v %+v", err, h)
+	}
+	return h.Sessions
+}
+
+// frameLog collects a client's frames for a test to inspect.
+type frameLog struct {
+	mu     sync.Mutex
+	frames []client.Frame
+}
+
+func (l *frameLog) add(f client.Frame) { l.mu.Lock(); l.frames = append(l.frames, f); l.mu.Unlock() }
+func (l *frameLog) all() []client.Frame {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]client.Frame(nil), l.frames...)
+}
