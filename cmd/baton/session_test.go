@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// checksums returns c(n) for every n of a session's frames (index = seq).
+func checksums(frames []client.Frame) []string {
+	sums := []string{""}
+	for _, f := range frames {
+		if wsproto.Sequenced(f.Event) {
+			sums = append(sums, buffer.NextChecksum(sums[len(sums)-1], f.EventID))
+		}
+	}
+	return sums
+}
+
+// resume opens a new connection and sends user.reconnect_with_state.
+func resume(t *testing.T, base string, hello wsproto.Connected, lastSeq uint64, sum string) *conn {
+	t.Helper()
+	c, _ := connect(t, base)
+	c.send("user.reconnect_with_state", map[string]any{"session_id": hello.SessionID,
+		"resume_token": hello.ResumeToken, "last_seq": lastSeq, "state_checksum": sum})
+	return c
+}
+
+// solveAll runs tasks to the end and returns every frame of the run.
+func solveAll(t *testing.T, c *conn, tasks []wsproto.Task) []client.Frame {
+	t.Helper()
+	c.send("user.solve_tasks", map[string]any{"tasks": tasks})
+	return c.until(wsproto.EventFinalAnswer)
+}
+
+func TestAck(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, hello := connect(t, base)
+	frames := solveAll(t, c, []wsproto.Task{{ID: "a", Title: "A"}, {ID: "b", Title: "B"}})
+	latest := frames[len(frames)-1].Seq
+	sums := checksums(frames)
+
+	c.send("user.ack", map[string]any{"last_seq": latest + 1})
+	c.expectError("invalid_ack")
+	c.send("user.ack", map[string]any{"last_seq": 5})
+	c.send("user.ack", map[string]any{"last_seq": 3}) // smaller: a no-op, no reply
+	c.send("user.ack", map[string]any{"last_seq": -1})
+	c.expectError("invalid_message") // the first reply since invalid_ack: the acks got none
+
+	// seq ≤ 5 is gone: resuming from 4 is a resync, from 5 a replay.
+	r := resume(t, base, hello, 4, sums[4])
+	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resync {
+		t.Errorf("resume from a pruned seq: %+v, want resync", m)
+	}
+	r.expect(wsproto.EventStateSnapshot)
+	r = resume(t, base, hello, 5, sums[5])
+	m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
+	if m.Resync || m.Replayed == nil || uint64(*m.Replayed) != latest-5 || m.LastSeq != latest || m.StateChecksum != sums[latest] {
+		t.Errorf("resume from the acked seq: %+v", m)
+	}
+	for seq := uint64(6); seq <= latest; seq++ {
+		if f := r.next(); f.Seq != seq || f.EventID != frames[seq-1].EventID {
+			t.Fatalf("replayed seq %d (%s), want %d", f.Seq, f.Event, seq)
+		}
+	}
+}
+
+// TestResumeWhileProducing drops and resumes a client many times while the
+// run keeps producing events: the session's whole stream must stay
+// contiguous, with no duplicate delivered, and end in a final answer.
+func TestResumeWhileProducing(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 30 {
+		t.Run(fmt.Sprint(iter), func(t *testing.T) {
+			log := &frameLog{}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cl, err := client.Dial(ctx, wsURL(base), &client.Options{Resume: true, ResumeDelay: time.Millisecond, OnEvent: log.add})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			tasks := []wsproto.Task{sleepTask("a", "9ms"), sleepTask("b", "6ms"), sleepTask("c", "3ms", "a"),
+				sleepTask("d", "6ms", "b", "c"), sleepTask("e", "3ms", "d")}
+			if err := cl.SolveTasks(ctx, tasks); err != nil {
+				t.Fatal(err)
+			}
+			// Drop at random points: after a random number of new events.
+			for drops := 0; drops < 4; drops++ {
+				at := cl.View().LastSeq + uint64(1+rng.IntN(6))
+				finished := func(v client.View) bool { return v.Run != nil && v.Run.FinalAnswer != nil }
+				if err := cl.Wait(ctx, func(v client.View) bool { return v.LastSeq >= at || finished(v) }); err != nil {
+					t.Fatal(err)
+				}
+				if finished(cl.View()) {
+					break
+				}
+				cl.Drop()
+			}
+			if err := cl.Wait(ctx, func(v client.View) bool { return v.Run != nil && v.Run.FinalAnswer != nil }); err != nil {
+				t.Fatalf("no final answer: %v (view %+v)", err, cl.View())
+			}
+			v := cl.View()
+			if len(v.Stats.Violations) > 0 {
+				t.Fatalf("violations: %v", v.Stats.Violations)
+			}
+			var seqd []client.Frame
+			for _, f := range log.all() {
+				if wsproto.Sequenced(f.Event) {
+					seqd = append(seqd, f)
+				}
+				if f.Event == wsproto.EventConnected {
+					m := meta[wsproto.Connected](t, f)
+					if m.Resumed && (m.Resync || m.Replayed == nil) {
+						t.Errorf("resume within the ring answered %+v, want a replay", m)
+					}
+				}
+			}
+			checkStream(t, seqd, 1)
+			if v.Stats.Resumes == 0 && iter == 0 {
+				t.Errorf("no resume happened")
+			}
+		})
+	}
+}
+
+// TestReplayCountsAndChecksum checks system.connected's numbers on a replay.
+func TestReplayCountsAndChecksum(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, hello := connect(t, base)
+	frames := solveAll(t, c, []wsproto.Task{{ID: "a", Title: "A"}})
+	sums := checksums(frames)
+	latest := uint64(len(sums) - 1)
+	for _, from := range []uint64{0, 3, latest} {
+		r := resume(t, base, hello, from, sums[from])
+		m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
+		if !m.Resumed || m.Resync || *m.Replayed != int(latest-from) || m.LastSeq != latest ||
+			m.StateChecksum != sums[latest] || m.SessionID != hello.SessionID || m.ResumeToken != hello.ResumeToken {
+			t.Errorf("from %d: %+v", from, m)
+		}
+		for seq := from + 1; seq <= latest; seq++ {
+			if f := r.next(); f.Seq != seq {
+				t.Fatalf("from %d: got seq %d, want %d", from, f.Seq, seq)
+			}
+		}
+	}
+}
+
+// TestResync: a gap, a checksum mismatch and a last_seq ahead of the
+// server each get a snapshot; applying it and then the live events gives
+// the same state as applying every event.
+func TestResync(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		from func(sums []string) (uint64, string)
+	}{
+		{"gap", []string{"--buffer-size", "8"}, func(sums []string) (uint64, string) { return 1, sums[1] }},
+		{"checksum mismatch", nil, func(sums []string) (uint64, string) { return 3, "not-the-checksum" }},
+		{"ahead of the server", nil, func(sums []string) (uint64, string) { return 1 << 40, "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := startServer(t, tt.args...)
+			c, hello := connect(t, base)
+			sent := []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}, {ID: "b", Title: "B", DependsOn: []string{}},
+				sleepTask("slow", "300ms", "a")}
+			c.send("user.solve_tasks", map[string]any{"tasks": sent})
+			var early []client.Frame
+			for len(early) < 12 {
+				early = append(early, c.next())
+			}
+			from, sum := tt.from(checksums(early))
+
+			r := resume(t, base, hello, from, sum)
+			m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
+			if !m.Resumed || !m.Resync || m.Replayed == nil || *m.Replayed != 0 {
+				t.Fatalf("system.connected %+v, want a resync", m)
+			}
+			snap := meta[wsproto.Snapshot](t, r.expect(wsproto.EventStateSnapshot))
+			if snap.Seq != m.LastSeq || snap.StateChecksum != m.StateChecksum || snap.Run == nil {
+				t.Fatalf("snapshot %+v vs connected %+v", snap, m)
+			}
+			if c.closeCode() != 4000 {
+				t.Errorf("the replaced connection was not closed with 4000")
+			}
+			state := wsproto.State{Phase: snap.Phase, Run: snap.Run}
+			sumAfter := snap.StateChecksum
+			live := r.until(wsproto.EventFinalAnswer)
+			checkStream(t, live, snap.Seq+1)
+			for _, f := range live {
+				state.ApplyJSON(f.Event, f.Metadata)
+				sumAfter = buffer.NextChecksum(sumAfter, f.EventID)
+			}
+
+			// Every event from the start, by a replay from 0 (the ring still
+			// has them all unless it is the small one).
+			all := resume(t, base, hello, 0, "")
+			am := meta[wsproto.Connected](t, all.expect(wsproto.EventConnected))
+			if am.StateChecksum != sumAfter {
+				t.Errorf("checksum after snapshot + live %s, server %s", sumAfter, am.StateChecksum)
+			}
+			if am.Resync {
+				return // the 8-entry ring no longer holds the start
+			}
+			// The reference is the client that sent the tasks and saw every
+			// event: no event carries a user.solve_tasks list, it knows it.
+			var full wsproto.State
+			var ref wsproto.State
+			for range *am.Replayed {
+				f := all.next()
+				if full.Run == nil && f.Event == wsproto.EventSolverStart {
+					full.BeginSolving(meta[wsproto.SolverStart](t, f).RunID, "", sent)
+				}
+				full.ApplyJSON(f.Event, f.Metadata)
+			}
+			ref = state
+			a, _ := json.Marshal(full.Snapshot(0, ""))
+			b, _ := json.Marshal(ref.Snapshot(0, ""))
+			if string(a) != string(b) {
+				t.Errorf("state from snapshot+live:\n%s\nfrom every event:\n%s", b, a)
+			}
+		})
+	}
+}
+
+func TestResumeRejected(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	_, hello := connect(t, base)
+	shape := func(f client.Frame) string {
+		var m map[string]any
+		json.Unmarshal(f.Metadata, &m)
+		b, _ := json.Marshal(map[string]any{"event": f.Event, "content": f.Content, "metadata": m})
+		return string(b)
+	}
+	unknown := resume(t, base, wsproto.Connected{SessionID: "sess_nope", ResumeToken: hello.ResumeToken}, 0, "")
+	e1 := unknown.expect(wsproto.EventError)
+	wrong := resume(t, base, wsproto.Connected{SessionID: hello.SessionID, ResumeToken: "guess"}, 0, "")
+	e2 := wrong.expect(wsproto.EventError)
+	if meta[wsproto.Error](t, e1).Code != "resume_rejected" || shape(e1) != shape(e2) {
+		t.Errorf("rejections differ or are wrong:\n%s\n%s", shape(e1), shape(e2))
+	}
+	// The connection stays on its fresh session and works.
+	wrong.message("still here")
+	wrong.expect(wsproto.EventPlanStart)
+}
+
+func TestReconnectMustBeFirst(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	_, hello := connect(t, base)
+	c, _ := connect(t, base)
+	c.send("user.ack", map[string]any{"last_seq": 0})
+	c.send("user.reconnect_with_state", map[string]any{"session_id": hello.SessionID,
+		"resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""})
+	c.expectError("invalid_state")
+}
+
+func TestSessionTTL(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--session-ttl", "100ms")
+	c, hello := connect(t, base)
+	if n := health(t, base); n != 1 {
+		t.Fatalf("%d sessions, want 1", n)
+	}
+	c.ws.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for health(t, base) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never expired")
+		}
+		time.Sleep(10 * time.Millisecond) // polling an HTTP endpoint, not synchronising goroutines
+	}
+	r := resume(t, base, hello, 0, "")
+	r.expectError("resume_rejected")
+}
+
+// TestRingOverflow: with capacity B and more than B events, replay of
+// exactly B works and one more back is a resync.
+func TestRingOverflow(t *testing.T) {
+	t.Parallel()
+	const size = 16
+	base := startServer(t, "--buffer-size", fmt.Sprint(size))
+	c, hello := connect(t, base)
+	frames := solveAll(t, c, []wsproto.Task{{ID: "a", Title: "A"}, {ID: "b", Title: "B"}, {ID: "c", Title: "C", DependsOn: []string{"a"}}})
+	latest := uint64(len(frames))
+	if latest <= size+1 {
+		t.Fatalf("only %d events", latest)
+	}
+	sums := checksums(frames)
+	r := resume(t, base, hello, latest-size, sums[latest-size])
+	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); m.Resync || *m.Replayed != size {
+		t.Fatalf("resume from latest−B: %+v", m)
+	}
+	for i := range uint64(size) {
+		if f := r.next(); f.Seq != latest-size+1+i {
+			t.Fatalf("replayed %d", f.Seq)
+		}
+	}
+	r = resume(t, base, hello, latest-size-1, sums[latest-size-1])
+	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resync {
+		t.Fatalf("resume from latest−B−1: %+v, want resync", m)
+	}
+	r.expect(wsproto.EventStateSnapshot)
+}
+
+func TestSnapshotShape(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, hello := connect(t, base)
+	_, confirm := runToConfirm(t, c, "Check the snapshot")
+	r := resume(t, base, hello, 1<<40, "")
+	r.expect(wsproto.EventConnected)
+	snap := meta[wsproto.Snapshot](t, r.expect(wsproto.EventStateSnapshot))
+	if snap.Phase != wsproto.PhaseAwaitingConfirm || snap.Run == nil || len(snap.Run.PendingConfirm) != 1 ||
+		snap.Run.PendingConfirm[0].StepID != confirm.StepID || snap.Run.FinalAnswer != nil ||
+		!reflect.DeepEqual(len(snap.Run.Tasks), len(confirm.Tasks)) || snap.Run.Request != "Check the snapshot" {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	for _, task := range snap.Run.Tasks {
+		if task.Status != wsproto.TaskPending {
+			t.Errorf("task %s %s", task.ID, task.Status)
+		}
+	}
+	// The confirmation can be answered from the new connection.
+	r.respond(confirm.StepID, map[string]any{"confirmed": true})
+	r.until(wsproto.EventFinalAnswer)
+}
