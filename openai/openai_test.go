@@ -404,4 +404,3 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
-

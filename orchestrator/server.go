@@ -168,6 +168,13 @@ func (s *Server) Sessions() int {
 	return len(s.sessions)
 }
 
+// Connections returns the number of open WebSocket connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // ServeHTTP upgrades the request to a WebSocket and serves it until the
 // connection ends. The handler's goroutine is the connection's reader.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -29,8 +29,21 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	base := startServerCtx(t, ctx, done, args...)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	})
+	return base
+}
+
+// startServerCtx starts the server under ctx; run's result goes to done.
+func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, args ...string) string {
+	t.Helper()
+	pr, pw := io.Pipe()
 	all := append([]string{"--addr", "127.0.0.1:0", "--sim-delay", "1ms", "--log-format", "json"}, args...)
 	go func() {
 		err := run(ctx, all, func(string) string { return "" }, pw, io.Discard)
@@ -39,8 +52,7 @@ func startServer(t *testing.T, args ...string) string {
 	}()
 	sc := bufio.NewScanner(pr)
 	if !sc.Scan() {
-		cancel()
-		t.Fatalf("server did not start: %v", <-done)
+		t.Fatalf("server did not start")
 	}
 	line := sc.Text()
 	go io.Copy(io.Discard, pr)
@@ -48,12 +60,6 @@ func startServer(t *testing.T, args ...string) string {
 	if !ok {
 		t.Fatalf("unexpected first line %q", line)
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned %v", err)
-		}
-	})
 	return base
 }
 
@@ -96,7 +102,9 @@ func (c *conn) sendRaw(typ websocket.MessageType, b []byte) {
 	}
 }
 
-func (c *conn) send(event string, meta any) { c.sendFrame(map[string]any{"event": event, "metadata": meta}) }
+func (c *conn) send(event string, meta any) {
+	c.sendFrame(map[string]any{"event": event, "metadata": meta})
+}
 
 func (c *conn) sendFrame(v map[string]any) {
 	c.t.Helper()
@@ -107,7 +115,9 @@ func (c *conn) sendFrame(v map[string]any) {
 	c.sendRaw(websocket.MessageText, b)
 }
 
-func (c *conn) message(text string) { c.sendFrame(map[string]any{"event": "user.message", "content": text}) }
+func (c *conn) message(text string) {
+	c.sendFrame(map[string]any{"event": "user.message", "content": text})
+}
 
 func (c *conn) respond(stepID string, meta map[string]any) {
 	c.sendFrame(map[string]any{"event": "user.response", "step_id": stepID, "metadata": meta})
@@ -239,21 +249,39 @@ func sleepTask(id, sleep string, deps ...string) wsproto.Task {
 	return wsproto.Task{ID: id, Title: "Task " + id, Description: "[sim:sleep=" + sleep + "]", DependsOn: deps}
 }
 
-func health(t *testing.T, base string) int {
+func health(t *testing.T, base string) int { return healthz(t, base).Sessions }
+
+type healthReport struct {
+	Status      string `json:"status"`
+	Sessions    int    `json:"sessions"`
+	Connections int    `json:"connections"`
+}
+
+func healthz(t *testing.T, base string) healthReport {
 	t.Helper()
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var h struct {
-		Status   string `json:"status"`
-		Sessions int    `json:"sessions"`
-	}
+	var h healthReport
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Status != "ok" {
 		t.Fatalf("healthz: %v %+v", err, h)
 	}
-	return h.Sessions
+	return h
+}
+
+// eventually polls cond (an HTTP observation, not goroutine state) until it
+// holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // frameLog collects a client's frames for a test to inspect.

@@ -13,7 +13,7 @@ func routes(orch *orchestrator.Server) http.Handler {
 	mux.Handle("GET /ws", orch)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "sessions": orch.Sessions()})
+		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "sessions": orch.Sessions(), "connections": orch.Connections()})
 	})
 	return mux
 }

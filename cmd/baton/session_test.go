@@ -281,13 +281,7 @@ func TestSessionTTL(t *testing.T) {
 		t.Fatalf("%d sessions, want 1", n)
 	}
 	c.ws.Close(websocket.StatusNormalClosure, "")
-	deadline := time.Now().Add(10 * time.Second)
-	for health(t, base) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the session never expired")
-		}
-		time.Sleep(10 * time.Millisecond) // polling an HTTP endpoint, not synchronising goroutines
-	}
+	eventually(t, "the session to expire", func() bool { return health(t, base) == 0 })
 	r := resume(t, base, hello, 0, "")
 	r.expectError("resume_rejected")
 }

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+func TestBadFrames(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	tests := []struct {
+		name    string
+		typ     websocket.MessageType
+		frame   string
+		code    string
+		refType string
+	}{
+		{"invalid JSON", websocket.MessageText, `{"event":`, "invalid_json", ""},
+		{"invalid UTF-8", websocket.MessageText, "{\"event\":\"user.message\",\"content\":\"\xff\xfe\"}", "invalid_json", ""},
+		{"deeply nested", websocket.MessageText, `{"event":"user.ack","metadata":{"x":` + deep + `}}`, "invalid_json", ""},
+		{"array", websocket.MessageText, `[1,2]`, "invalid_message", ""},
+		{"string", websocket.MessageText, `"hello"`, "invalid_message", ""},
+		{"number", websocket.MessageText, `42`, "invalid_message", ""},
+		{"null", websocket.MessageText, `null`, "invalid_message", ""},
+		{"missing event", websocket.MessageText, `{"content":"hi"}`, "invalid_message", ""},
+		{"empty event", websocket.MessageText, `{"event":""}`, "invalid_message", ""},
+		{"event of the wrong type", websocket.MessageText, `{"event":5}`, "invalid_message", ""},
+		{"metadata of the wrong type", websocket.MessageText, `{"event":"user.ack","metadata":"x"}`, "invalid_message", "user.ack"},
+		{"last_seq a string", websocket.MessageText, `{"event":"user.ack","metadata":{"last_seq":"3"}}`, "invalid_message", "user.ack"},
+		{"negative last_seq", websocket.MessageText, `{"event":"user.ack","metadata":{"last_seq":-1}}`, "invalid_message", "user.ack"},
+		{"fractional last_seq", websocket.MessageText, `{"event":"user.ack","metadata":{"last_seq":1.5}}`, "invalid_message", "user.ack"},
+		{"message without content", websocket.MessageText, `{"event":"user.message"}`, "invalid_message", "user.message"},
+		{"tasks not a list", websocket.MessageText, `{"event":"user.solve_tasks","metadata":{"tasks":{"id":"a"}}}`, "invalid_message", "user.solve_tasks"},
+		{"task id a number", websocket.MessageText, `{"event":"user.solve_tasks","metadata":{"tasks":[{"id":1,"title":"x"}]}}`, "invalid_message", "user.solve_tasks"},
+		{"unknown event", websocket.MessageText, `{"event":"user.dance"}`, "unknown_type", "user.dance"},
+		{"server event sent by a client", websocket.MessageText, `{"event":"plan.completed"}`, "unknown_type", "plan.completed"},
+		{"binary frame", websocket.MessageBinary, `{"event":"user.message","content":"hi"}`, "invalid_message", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := connect(t, base)
+			c.sendRaw(tt.typ, []byte(tt.frame))
+			if e := c.expectError(tt.code); e.RefType != tt.refType || e.Message == "" {
+				t.Errorf("error %+v, want ref_type %q", e, tt.refType)
+			}
+			// Nothing changed: no event was emitted, and the session works.
+			c.message("still working")
+			if f := c.expect(wsproto.EventPlanStart); f.Seq != 1 {
+				t.Errorf("first event after a bad frame has seq %d, want 1", f.Seq)
+			}
+		})
+	}
+	t.Run("unknown fields are ignored", func(t *testing.T) {
+		t.Parallel()
+		c, _ := connect(t, base)
+		c.sendRaw(websocket.MessageText, []byte(`{"event":"user.message","content":"hi","colour":"blue","metadata":{"x":1}}`))
+		c.expect(wsproto.EventPlanStart)
+	})
+}
+
+func TestFrameTooBig(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, hello := connect(t, base)
+	c.sendRaw(websocket.MessageText, []byte(`{"event":"user.message","content":"`+strings.Repeat("x", 70*1024)+`"}`))
+	if code := c.closeCode(); code != websocket.StatusMessageTooBig {
+		t.Fatalf("close code %d, want 1009", code)
+	}
+	r := resume(t, base, hello, 0, "")
+	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resumed || m.Resync {
+		t.Fatalf("resume after 1009: %+v", m)
+	}
+}
+
+func TestReplaced(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, hello := connect(t, base)
+	r := resume(t, base, hello, 0, "")
+	r.expect(wsproto.EventConnected)
+	if code := c.closeCode(); code != 4000 {
+		t.Fatalf("close code %d, want 4000", code)
+	}
+	r.message("on the new connection")
+	r.expect(wsproto.EventPlanStart)
+}
+
+// TestPongTimeout: a client that stops reading answers no ping; the server
+// drops it, and its session can be resumed.
+func TestPongTimeout(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--ping-interval", "20ms", "--pong-timeout", "50ms")
+	c, hello := connect(t, base)
+	// c never reads again, so it never answers a ping: the server must drop it.
+	eventually(t, "the silent connection to be dropped", func() bool { return healthz(t, base).Connections == 0 })
+	if _, err := c.read(5 * time.Second); websocket.CloseStatus(err) == 4000 {
+		t.Fatalf("dropped as replaced, not for its pong: %v", err)
+	}
+	r := resume(t, base, hello, 0, "")
+	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resumed || m.Resync {
+		t.Fatalf("resume after the drop: %+v", m)
+	}
+}
+
+func TestShutdownClosesWith1012(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	base := startServerCtx(t, ctx, done)
+	c, _ := connect(t, base)
+	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{sleepTask("a", "1h")}})
+	c.expect(wsproto.EventSolverStart)
+	cancel()
+	if code := c.closeCode(); code != websocket.StatusServiceRestart {
+		t.Fatalf("close code %d, want 1012", code)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("still serving after shutdown")
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		args   []string
+		origin string
+		ok     bool
+	}{
+		{"no Origin (native client)", nil, "", true},
+		{"same host", nil, "", true},
+		{"foreign origin refused by default", nil, "http://evil.example", false},
+		{"foreign origin allowed", []string{"--allowed-origins", "evil.example, other.example"}, "http://evil.example", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := startServer(t, tt.args...)
+			h := http.Header{}
+			if tt.name == "same host" {
+				h.Set("Origin", base)
+			} else if tt.origin != "" {
+				h.Set("Origin", tt.origin)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ws, resp, err := websocket.Dial(ctx, wsURL(base), &websocket.DialOptions{HTTPHeader: h})
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("dial: %v", err)
+				}
+				ws.CloseNow()
+				return
+			}
+			if err == nil {
+				ws.CloseNow()
+				t.Fatal("foreign origin accepted")
+			}
+			if resp == nil || resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("response %v, want 403", resp)
+			}
+		})
+	}
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{"unknown flag", []string{"--nope"}, nil, "flag provided but not defined"},
+		{"bad duration from the environment", nil, map[string]string{"BATON_SESSION_TTL": "soon"}, "BATON_SESSION_TTL"},
+		{"zero buffer", []string{"--buffer-size", "0"}, nil, "at least 1"},
+		{"bad log format", []string{"--log-format", "xml"}, nil, "text or json"},
+		{"unknown model", []string{"--model", "gpt"}, nil, "want sim or openai"},
+		{"openai without a key", []string{"--model", "openai"}, nil, "OPENAI_API_KEY"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), append([]string{"--addr", "127.0.0.1:0"}, tt.args...),
+				func(k string) string { return tt.env[k] }, &strings.Builder{}, &strings.Builder{})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("run: %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestEnvironmentConfigures: BATON_* variables set flags, and a flag on the
+// command line wins over them.
+func TestEnvironmentConfigures(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig([]string{"--max-parallel", "7"}, func(k string) string {
+		return map[string]string{"BATON_BUFFER_SIZE": "42", "BATON_MAX_PARALLEL": "2", "BATON_ALLOWED_ORIGINS": "a.example,b.example"}[k]
+	}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || len(c.opts.AllowedOrigins) != 2 {
+		t.Errorf("config %+v", c.opts)
+	}
+}
