@@ -1,0 +1,80 @@
+package failure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/baton-run/baton/failure"
+)
+
+type netTimeout struct{}
+
+func (netTimeout) Error() string   { return "i/o timeout" }
+func (netTimeout) Timeout() bool   { return true }
+func (netTimeout) Temporary() bool { return true }
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		typ         string
+		recoverable bool
+		action      string
+		retryAfter  time.Duration
+	}{
+		{"validation", failure.New(failure.Validation, "bad plan"), failure.Validation, true, "retry", 0},
+		{"timeout", failure.New(failure.Timeout, "slow"), failure.Timeout, true, "retry", 0},
+		{"network", failure.New(failure.Network, "reset"), failure.Network, true, "retry", 0},
+		{"rate limit with retry-after", &failure.Error{Type: failure.RateLimit, RetryAfter: 3 * time.Second}, failure.RateLimit, true, "retry", 3 * time.Second},
+		{"internal", failure.New(failure.Internal, "bug"), failure.Internal, true, "retry", 0},
+		{"permanent", failure.New(failure.Permanent, "no such model"), failure.Permanent, false, "abort", 0},
+		{"wrapped typed error", fmt.Errorf("solve: %w", failure.New(failure.Permanent, "x")), failure.Permanent, false, "abort", 0},
+		{"unknown type reads as internal", &failure.Error{Type: "cosmic_ray"}, failure.Internal, true, "retry", 0},
+		{"deadline", fmt.Errorf("call: %w", context.DeadlineExceeded), failure.Timeout, true, "retry", 0},
+		{"net timeout", &net.OpError{Op: "read", Err: netTimeout{}}, failure.Timeout, true, "retry", 0},
+		{"connection refused", &net.OpError{Op: "dial", Err: os.ErrPermission}, failure.Network, true, "retry", 0},
+		{"plain error", errors.New("boom"), failure.Internal, true, "retry", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := failure.Classify(tt.err)
+			if c.Type != tt.typ || c.Recoverable != tt.recoverable || c.SuggestedAction != tt.action || c.RetryAfter != tt.retryAfter {
+				t.Errorf("Classify(%v) = %+v, want %s/%v/%s/%v", tt.err, c, tt.typ, tt.recoverable, tt.action, tt.retryAfter)
+			}
+		})
+	}
+}
+
+func TestDelays(t *testing.T) {
+	d := failure.Policy{MaxAttempts: 5, Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}.Backoff()
+	if got := d.Next(failure.Class{Type: failure.Validation}); got != 0 {
+		t.Errorf("validation delay %v, want 0", got)
+	}
+	if got := d.Next(failure.Class{Type: failure.RateLimit, RetryAfter: 7 * time.Second}); got != 7*time.Second {
+		t.Errorf("rate limit delay %v, want the Retry-After", got)
+	}
+	// Exponential ±50% jitter, capped before jitter: 100, 200, 400, 400 ms.
+	for i, base := range []time.Duration{100, 200, 400, 400} {
+		base *= time.Millisecond
+		got := d.Next(failure.Class{Type: failure.Network})
+		if got < base/2 || got > base*3/2 {
+			t.Errorf("delay %d = %v, want within ±50%% of %v", i+1, got, base)
+		}
+	}
+}
+
+func TestWaitEndsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := failure.Wait(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait = %v, want context.Canceled", err)
+	}
+	if err := failure.Wait(context.Background(), 0); err != nil {
+		t.Errorf("Wait(0) = %v", err)
+	}
+}
