@@ -1,0 +1,271 @@
+package wsproto_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+var deep = `{"event":"user.ack","metadata":{"x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`
+
+func TestDecodeText(t *testing.T) {
+	yes := true
+	tests := []struct {
+		name    string
+		frame   string
+		want    wsproto.Request
+		code    string
+		refType string
+	}{
+		{"message", `{"event":"user.message","content":"hi"}`, &wsproto.Message{Text: "hi"}, "", ""},
+		{"solve tasks, depends_on defaulted", `{"event":"user.solve_tasks","metadata":{"tasks":[{"id":"a","title":"A"}]}}`,
+			&wsproto.SolveTasks{Tasks: []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}}}, "", ""},
+		{"response, top-level step_id", `{"event":"user.response","step_id":"s1","metadata":{"confirmed":true}}`,
+			&wsproto.Response{StepID: "s1", Confirmed: &yes}, "", ""},
+		{"response, metadata step_id", `{"event":"user.response","metadata":{"step_id":"s1","action":"skip"}}`,
+			&wsproto.Response{StepID: "s1", Action: "skip"}, "", ""},
+		{"cancel, null metadata", `{"event":"user.cancel","metadata":null}`, &wsproto.Cancel{}, "", ""},
+		{"cancel task", `{"event":"user.cancel_task","metadata":{"task_id":"a"}}`, &wsproto.CancelTask{TaskID: "a"}, "", ""},
+		{"ack", `{"event":"user.ack","metadata":{"last_seq":7}}`, &wsproto.Ack{LastSeq: 7}, "", ""},
+		{"reconnect", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","resume_token":"t","last_seq":3,"state_checksum":"c"}}`,
+			&wsproto.Reconnect{SessionID: "s", ResumeToken: "t", LastSeq: 3, StateChecksum: "c"}, "", ""},
+		{"unknown fields ignored", `{"event":"user.cancel","extra":[1,2],"metadata":{"x":{}}}`, &wsproto.Cancel{}, "", ""},
+
+		{"invalid JSON", `{"event":`, nil, "invalid_json", ""},
+		{"invalid UTF-8", "{\"event\":\"user.message\",\"content\":\"\xff\"}", nil, "invalid_json", ""},
+		{"too deep", deep, nil, "invalid_json", ""},
+		{"array", `[]`, nil, "invalid_message", ""},
+		{"string", `"x"`, nil, "invalid_message", ""},
+		{"number", `1`, nil, "invalid_message", ""},
+		{"null", `null`, nil, "invalid_message", ""},
+		{"missing event", `{}`, nil, "invalid_message", ""},
+		{"empty event", `{"event":""}`, nil, "invalid_message", ""},
+		{"event a number", `{"event":5}`, nil, "invalid_message", ""},
+		{"metadata a string", `{"event":"user.ack","metadata":"x"}`, nil, "invalid_message", "user.ack"},
+		{"metadata an array", `{"event":"user.ack","metadata":[]}`, nil, "invalid_message", "user.ack"},
+		{"last_seq negative", `{"event":"user.ack","metadata":{"last_seq":-1}}`, nil, "invalid_message", "user.ack"},
+		{"last_seq fractional", `{"event":"user.ack","metadata":{"last_seq":1.5}}`, nil, "invalid_message", "user.ack"},
+		{"last_seq a string", `{"event":"user.ack","metadata":{"last_seq":"3"}}`, nil, "invalid_message", "user.ack"},
+		{"last_seq missing", `{"event":"user.ack","metadata":{}}`, nil, "invalid_message", "user.ack"},
+		{"message without content", `{"event":"user.message"}`, nil, "invalid_message", "user.message"},
+		{"response without step_id", `{"event":"user.response","metadata":{"confirmed":true}}`, nil, "invalid_message", "user.response"},
+		{"confirmed not a bool", `{"event":"user.response","step_id":"s","metadata":{"confirmed":"yes"}}`, nil, "invalid_message", "user.response"},
+		{"reconnect without token", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","last_seq":0}}`, nil, "invalid_message", "user.reconnect_with_state"},
+		{"cancel task without id", `{"event":"user.cancel_task","metadata":{}}`, nil, "invalid_message", "user.cancel_task"},
+		{"unknown event", `{"event":"user.dance"}`, nil, "unknown_type", "user.dance"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, e := wsproto.DecodeText([]byte(tt.frame))
+			if tt.code != "" {
+				if e == nil || e.Code != tt.code || e.RefType != tt.refType || e.Message == "" || got != nil {
+					t.Fatalf("DecodeText = %#v, %+v; want code %s ref_type %q", got, e, tt.code, tt.refType)
+				}
+				return
+			}
+			if e != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("DecodeText = %#v, %+v; want %#v", got, e, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeText(f *testing.F) {
+	for _, s := range []string{`{"event":"user.message","content":"hi"}`, `{"event":"user.ack","metadata":{"last_seq":1}}`,
+		`{"event":"user.solve_tasks","metadata":{"tasks":[{"id":"a","title":"A","depends_on":["b"]}]}}`,
+		`{"event":"user.response","step_id":"s","metadata":{"confirmed":true,"tasks":[]}}`, `[]`, `{"event":5}`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		req, e := wsproto.DecodeText(data)
+		if (req == nil) == (e == nil) {
+			t.Fatalf("DecodeText(%q) = %v, %v: want exactly one", data, req, e)
+		}
+		if e != nil && e.Code == "" {
+			t.Fatalf("error without a code")
+		}
+	})
+}
+
+func TestValidateTasks(t *testing.T) {
+	tk := func(id, title string, deps ...string) wsproto.Task { return wsproto.Task{ID: id, Title: title, DependsOn: deps} }
+	chain := make([]wsproto.Task, 50)
+	for i := range chain {
+		chain[i] = tk(string(rune('A'+i%26))+string(rune('a'+i/26)), "T")
+		if i > 0 {
+			chain[i].DependsOn = []string{chain[i-1].ID}
+		}
+	}
+	type p struct {
+		code  string
+		index int // -1: none
+		id    string
+	}
+	tests := []struct {
+		name  string
+		tasks []wsproto.Task
+		want  []p
+	}{
+		{"single", []wsproto.Task{tk("a", "A")}, nil},
+		{"diamond", []wsproto.Task{tk("a", "A"), tk("b", "B", "a"), tk("c", "C", "a"), tk("d", "D", "b", "c")}, nil},
+		{"50-task chain", chain, nil},
+		{"empty", nil, []p{{"empty", -1, ""}}},
+		{"too many", append(append([]wsproto.Task{}, chain...), tk("zz", "Z")), []p{{"too_many", -1, ""}}},
+		{"empty id", []wsproto.Task{tk("", "A")}, []p{{"empty_id", 0, ""}}},
+		{"duplicate id", []wsproto.Task{tk("a", "A"), tk("a", "B")}, []p{{"duplicate_id", 1, "a"}}},
+		{"empty title", []wsproto.Task{tk("a", "")}, []p{{"empty_title", 0, "a"}}},
+		{"unknown dependency", []wsproto.Task{tk("a", "A", "x")}, []p{{"unknown_dependency", 0, "a"}}},
+		{"self dependency", []wsproto.Task{tk("a", "A", "a")}, []p{{"cycle", 0, "a"}}},
+		{"3-cycle", []wsproto.Task{tk("a", "A", "c"), tk("b", "B", "a"), tk("c", "C", "b")}, []p{{"cycle", 0, "a"}}},
+		{"several at once", []wsproto.Task{tk("a", ""), tk("a", "B", "q")}, []p{{"empty_title", 0, "a"}, {"duplicate_id", 1, "a"}, {"unknown_dependency", 1, "a"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := wsproto.ValidateTasks(tt.tasks, 50)
+			var simple []p
+			for _, g := range got {
+				i := -1
+				if g.Index != nil {
+					i = *g.Index
+				}
+				simple = append(simple, p{g.Code, i, g.TaskID})
+				if g.Message == "" {
+					t.Errorf("problem %s has no message", g.Code)
+				}
+			}
+			if !reflect.DeepEqual(simple, tt.want) {
+				t.Errorf("ValidateTasks = %+v, want %+v", simple, tt.want)
+			}
+		})
+	}
+}
+
+func TestAppendFrame(t *testing.T) {
+	ts := time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
+	tricky := "quote\" back\\ ctl\x01\n<b>&amp; \u2028\u2029 bad\xff ok é"
+	tests := []struct {
+		name  string
+		frame wsproto.Frame
+		want  map[string]any
+	}{
+		{"sequenced with step_id", wsproto.Frame{Event: "agent.user_confirm", EventID: "e1", Seq: 4, SessionID: "s", StepID: "st",
+			Timestamp: ts, Content: tricky, Metadata: &wsproto.PlanStep{RunID: "r", Step: 1, Description: tricky}},
+			map[string]any{"event": "agent.user_confirm", "event_id": "e1", "seq": 4.0, "session_id": "s", "step_id": "st",
+				"timestamp": "2026-11-22T09:00:00.123456789Z", "content": tricky,
+				"metadata": map[string]any{"run_id": "r", "step": 1.0, "description": tricky}}},
+		{"unsequenced, nil metadata", wsproto.Frame{Event: "system.error", EventID: "e2", SessionID: "s", Timestamp: ts},
+			map[string]any{"event": "system.error", "event_id": "e2", "session_id": "s",
+				"timestamp": "2026-11-22T09:00:00.123456789Z", "content": "", "metadata": map[string]any{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := wsproto.AppendFrame(nil, tt.frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("not JSON: %s", b)
+			}
+			// encoding/json replaces invalid UTF-8 the same way.
+			want, _ := json.Marshal(tt.want)
+			var wantMap map[string]any
+			json.Unmarshal(want, &wantMap)
+			if !reflect.DeepEqual(got, wantMap) {
+				t.Errorf("got  %s\nwant %s", b, want)
+			}
+			if enc, _ := json.Marshal(tt.frame.Content); tt.frame.Content != "" && !strings.Contains(string(b), `"content":`+string(enc)) {
+				t.Errorf("content not escaped as encoding/json does: %s vs %s", b, enc)
+			}
+		})
+	}
+	if _, err := wsproto.AppendFrame(nil, wsproto.Frame{Event: "x", Metadata: []int{1}}); err == nil {
+		t.Error("non-object metadata accepted")
+	}
+}
+
+func BenchmarkAppendFrame(b *testing.B) {
+	f := wsproto.Frame{Event: wsproto.EventSolverProgress, EventID: "0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Seq: 1234,
+		SessionID: "sess_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Timestamp: time.Now(), Content: "Working through it",
+		Metadata: &wsproto.SolverProgress{RunID: "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", TaskID: "t2", Attempt: 1, Progress: 0.66, Message: "Working through it"}}
+	buf := make([]byte, 0, 512)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = wsproto.AppendFrame(buf[:0], f)
+	}
+}
+
+func TestStateReducer(t *testing.T) {
+	var s wsproto.State
+	phases := []string{}
+	apply := func(event string, m any) {
+		s.Apply(event, m)
+		phases = append(phases, s.Snapshot(0, "").Phase)
+	}
+	tasks := []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}, {ID: "b", Title: "B", DependsOn: []string{"a"}}}
+	apply(wsproto.EventPlanStart, &wsproto.PlanStart{RunID: "r", Request: "q"})
+	apply(wsproto.EventPlanCompleted, &wsproto.PlanCompleted{RunID: "r", PlanSummary: "p", Tasks: tasks})
+	apply(wsproto.EventUserConfirm, &wsproto.UserConfirm{RunID: "r", StepID: "s1", Kind: wsproto.ConfirmPlan})
+	if len(s.Run.PendingConfirm) != 1 {
+		t.Fatalf("pending %v", s.Run.PendingConfirm)
+	}
+	apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "r", TaskID: "a", Attempt: 1})
+	if len(s.Run.PendingConfirm) != 0 || s.Run.Tasks[0].Status != wsproto.TaskRunning {
+		t.Fatalf("after solver.start: %+v", s.Run)
+	}
+	apply(wsproto.EventSolverCompleted, &wsproto.SolverCompleted{RunID: "other", TaskID: "b", Attempt: 9}) // another run: ignored
+	apply(wsproto.EventSolverCompleted, &wsproto.SolverCompleted{RunID: "r", TaskID: "a", Attempt: 1, Result: "ra"})
+	apply(wsproto.EventAggregateStart, &wsproto.AggregateStart{RunID: "r"})
+	apply(wsproto.EventPipelineCancelled, &wsproto.PipelineCancelled{RunID: "r", Reason: "user_cancel"})
+	want := []string{"planning", "planning", "awaiting_confirm", "solving", "solving", "solving", "aggregating", "idle"}
+	if !reflect.DeepEqual(phases, want) {
+		t.Errorf("phases %v, want %v", phases, want)
+	}
+	if a, b := s.Run.Tasks[0], s.Run.Tasks[1]; a.Status != "completed" || a.Result != "ra" || b.Status != "cancelled" || b.Attempt != 0 {
+		t.Errorf("tasks %+v", s.Run.Tasks)
+	}
+
+	// ApplyJSON on encoded frames equals Apply on typed values.
+	var viaJSON wsproto.State
+	for _, ev := range []struct {
+		name string
+		meta any
+	}{
+		{wsproto.EventPlanStart, &wsproto.PlanStart{RunID: "r", Request: "q"}},
+		{wsproto.EventPlanCompleted, &wsproto.PlanCompleted{RunID: "r", PlanSummary: "p", Tasks: tasks}},
+		{wsproto.EventFinalAnswer, &wsproto.FinalAnswer{RunID: "r", Content: "done"}},
+	} {
+		b, _ := json.Marshal(ev.meta)
+		if err := viaJSON.ApplyJSON(ev.name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if viaJSON.Phase != wsproto.PhaseIdle || *viaJSON.Run.FinalAnswer != "done" || viaJSON.Run.Tasks[1].Status != "cancelled" {
+		t.Errorf("via JSON: %+v", viaJSON.Run)
+	}
+
+	// BeginSolving replaces the plan's tasks with an edit.
+	s = wsproto.State{}
+	s.Apply(wsproto.EventPlanStart, &wsproto.PlanStart{RunID: "r"})
+	s.Apply(wsproto.EventUserConfirm, &wsproto.UserConfirm{RunID: "r", StepID: "s1", Kind: wsproto.ConfirmPlan})
+	s.BeginSolving("r", "", tasks[:1])
+	if s.Phase != wsproto.PhaseSolving || len(s.Run.Tasks) != 1 || len(s.Run.PendingConfirm) != 0 {
+		t.Errorf("after BeginSolving: %s %+v", s.Phase, s.Run)
+	}
+}
+
+// A solver.start of an unknown run begins it: that is how a
+// user.solve_tasks run, which has no plan events, first shows.
+func TestSolveTasksRunBeginsAtSolverStart(t *testing.T) {
+	var s wsproto.State
+	s.Apply(wsproto.EventPlanStart, &wsproto.PlanStart{RunID: "old"})
+	s.Apply(wsproto.EventPipelineCancelled, &wsproto.PipelineCancelled{RunID: "old"})
+	s.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "new", TaskID: "a", Attempt: 1})
+	if s.Run.RunID != "new" || s.Phase != wsproto.PhaseSolving {
+		t.Errorf("run %+v phase %s", s.Run, s.Phase)
+	}
+}
