@@ -2,77 +2,30 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/openai/openaitest"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/wsproto"
 )
 
-// chatRequest is the part of a request the fake server looks at.
-type chatRequest struct {
-	Model          string `json:"model"`
-	Stream         bool   `json:"stream"`
-	MaxTokens      int    `json:"max_tokens"`
-	ResponseFormat *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
-	Messages []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	} `json:"messages"`
-}
+type chatRequest = openaitest.Request
 
-func (r chatRequest) text() string {
-	var b strings.Builder
-	for _, m := range r.Messages {
-		b.WriteString(m.Content)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// fake is an OpenAI-compatible /v1/chat/completions server whose every
-// response is decided by the test's handler. It records the requests.
-type fake struct {
-	*httptest.Server
-	mu       sync.Mutex // guards requests
-	requests []chatRequest
-}
+type fake struct{ *openaitest.Server }
 
 func newFake(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, req chatRequest)) *fake {
-	f := &fake{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/chat/completions" {
-			http.NotFound(w, r)
-			return
-		}
-		var req chatRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		f.requests = append(f.requests, req)
-		f.mu.Unlock()
-		handle(w, r, req)
-	}))
-	t.Cleanup(f.Close)
-	return f
+	return &fake{openaitest.NewServer(t, handle)}
 }
 
 func (f *fake) client(t *testing.T, mutate ...func(*Config)) *Client {
-	cfg := Config{BaseURL: f.URL + "/v1", Model: "test-model", MaxOutputTokens: 100}
+	cfg := Config{BaseURL: f.BaseURL(), Model: "test-model", MaxOutputTokens: 100}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -83,46 +36,14 @@ func (f *fake) client(t *testing.T, mutate ...func(*Config)) *Client {
 	return c
 }
 
-func (f *fake) seen() []chatRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]chatRequest(nil), f.requests...)
-}
+func (f *fake) seen() []chatRequest { return f.Requests() }
 
-// stream writes pieces as SSE chunks, then a finish_reason, a usage chunk
-// and [DONE].
-func stream(w http.ResponseWriter, pieces ...string) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	for _, p := range pieces {
-		chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": p}}}})
-	}
-	chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}})
-	chunk(w, map[string]any{"choices": []any{}, "usage": map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
-	fmt.Fprint(w, "data: [DONE]\n\n")
-}
-
-func chunk(w http.ResponseWriter, v map[string]any) {
-	v["id"], v["object"], v["model"] = "c1", "chat.completion.chunk", "test-model"
-	b, _ := json.Marshal(v)
-	fmt.Fprintf(w, "data: %s\n\n", b)
-	w.(http.Flusher).Flush()
-}
-
-func apiError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, msg)
-}
-
-// split cuts s into pieces of n bytes, as a model streams tokens.
-func split(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	return append(out, s)
-}
+var (
+	stream   = openaitest.Stream
+	chunk    = openaitest.Chunk
+	apiError = openaitest.Error
+	split    = openaitest.Split
+)
 
 const planJSON = `{"summary":"Two parts then combine","tasks":[` +
 	`{"id":"a","title":"Look up \"facts\"","description":"d","depends_on":[]},` +
@@ -192,8 +113,8 @@ func TestPlanUnusableIsValidationAndFeedbackIsSent(t *testing.T) {
 		t.Fatalf("class %+v of %v, want validation", got, err)
 	}
 	_, _ = c.Plan(t.Context(), planner.Request{Text: "x", Attempt: 2, Feedback: "task 0 has an empty title"}, func(string) {})
-	if last := f.seen()[1]; !strings.Contains(last.text(), "task 0 has an empty title") {
-		t.Errorf("feedback not in the retried prompt: %q", last.text())
+	if last := f.seen()[1]; !strings.Contains(last.Text(), "task 0 has an empty title") {
+		t.Errorf("feedback not in the retried prompt: %q", last.Text())
 	}
 }
 
@@ -243,7 +164,7 @@ func TestSolveStreamsCoalescedProgress(t *testing.T) {
 	if last != 1 {
 		t.Errorf("last progress %v, want 1", last)
 	}
-	prompt := f.seen()[0].text()
+	prompt := f.seen()[0].Text()
 	for _, want := range []string{"req", "plan", "[completed] a: First", "[running] c: Combine", "Your task: c — Combine", "[…]"} {
 		if !strings.Contains(prompt, want) {
 			t.Errorf("prompt lacks %q", want)
@@ -269,7 +190,7 @@ func TestAggregate(t *testing.T) {
 	if out.Answer != "All done." || out.Summary != "All done." || streamed.String() != "All done." || out.Usage.TotalTokens != 18 {
 		t.Errorf("out %+v streamed %q", out, streamed.String())
 	}
-	if p := f.seen()[0].text(); !strings.Contains(p, "Error: boom") || !strings.Contains(p, "ra") {
+	if p := f.seen()[0].Text(); !strings.Contains(p, "Error: boom") || !strings.Contains(p, "ra") {
 		t.Errorf("prompt %q", p)
 	}
 }

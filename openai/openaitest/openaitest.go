@@ -1,0 +1,126 @@
+// Package openaitest provides an in-process OpenAI-compatible chat
+// completions server for tests, in the manner of net/http/httptest: the test
+// decides every response, and the server records every request.
+package openaitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Request is the part of a chat completions request tests look at.
+type Request struct {
+	Model          string `json:"model"`
+	Stream         bool   `json:"stream"`
+	MaxTokens      int    `json:"max_tokens"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+// Text is every message's content, one per line.
+func (r Request) Text() string {
+	var b strings.Builder
+	for _, m := range r.Messages {
+		b.WriteString(m.Content)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Handler answers one request.
+type Handler func(w http.ResponseWriter, r *http.Request, req Request)
+
+// Server serves /v1/chat/completions with a Handler. Its URL + "/v1" is the
+// base URL to configure a client with.
+type Server struct {
+	*httptest.Server
+	mu       sync.Mutex // guards requests
+	requests []Request
+}
+
+// NewServer starts a server closed when the test ends.
+func NewServer(t testing.TB, handle Handler) *Server {
+	s := &Server{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		var req Request
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.requests = append(s.requests, req)
+		s.mu.Unlock()
+		handle(w, r, req)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// BaseURL is the API root to point a client at.
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Requests returns the requests received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Usage is what Stream reports for every completion.
+var Usage = map[string]any{"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+
+// Stream writes pieces as SSE chunks, then a finish_reason, a usage chunk
+// and [DONE], as OpenAI does.
+func Stream(w http.ResponseWriter, pieces ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, p := range pieces {
+		Delta(w, p)
+	}
+	Chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}})
+	Chunk(w, map[string]any{"choices": []any{}, "usage": Usage})
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// Delta writes one content chunk.
+func Delta(w http.ResponseWriter, content string) {
+	Chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": content}}}})
+}
+
+// Chunk writes one SSE data line with the chunk's id, object and model set.
+func Chunk(w http.ResponseWriter, v map[string]any) {
+	v["id"], v["object"], v["model"] = "c1", "chat.completion.chunk", "test-model"
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "data: %s\n\n", b)
+	w.(http.Flusher).Flush()
+}
+
+// Error answers with an OpenAI-style error body.
+func Error(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, msg)
+}
+
+// Split cuts s into pieces of n bytes, as a model streams tokens.
+func Split(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
+}
