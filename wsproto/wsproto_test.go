@@ -92,7 +92,9 @@ func FuzzDecodeText(f *testing.F) {
 }
 
 func TestValidateTasks(t *testing.T) {
-	tk := func(id, title string, deps ...string) wsproto.Task { return wsproto.Task{ID: id, Title: title, DependsOn: deps} }
+	tk := func(id, title string, deps ...string) wsproto.Task {
+		return wsproto.Task{ID: id, Title: title, DependsOn: deps}
+	}
 	chain := make([]wsproto.Task, 50)
 	for i := range chain {
 		chain[i] = tk(string(rune('A'+i%26))+string(rune('a'+i/26)), "T")
