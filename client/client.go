@@ -35,6 +35,11 @@ type Frame struct {
 	Timestamp time.Time       `json:"timestamp"`
 	Content   string          `json:"content"`
 	Metadata  json.RawMessage `json:"metadata"`
+	// Replayed is set on sequenced events that came in a resume's replay
+	// rather than live.
+	Replayed bool `json:"-"`
+	// Received is when the client read the frame.
+	Received time.Time `json:"-"`
 }
 
 // Meta decodes the frame's metadata into its typed struct (a pointer, see
@@ -97,6 +102,7 @@ type Client struct {
 	lastSeq   uint64
 	checksum  string
 	expectSum map[uint64]string // server checksums to verify once we reach the seq
+	replayTo  uint64            // events up to this seq arrive as a replay
 	state     wsproto.State
 	answers   map[string][]byte // answers sent in the current run, by step id
 	sinceAck  int
@@ -156,6 +162,7 @@ func readFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return Frame{}, fmt.Errorf("client: decode frame: %w", err)
 	}
+	f.Received = time.Now()
 	return f, nil
 }
 
@@ -247,6 +254,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		c.stats.Resyncs++
 	} else {
 		c.expectSum[m.LastSeq] = m.StateChecksum
+		c.replayTo = m.LastSeq
 	}
 	c.mu.Unlock()
 	c.deliver(f)
@@ -294,6 +302,7 @@ func (c *Client) deliver(f Frame) {
 			c.violation("gap: event seq %d after %d", f.Seq, c.lastSeq)
 		}
 		c.lastSeq = f.Seq
+		f.Replayed = f.Seq <= c.replayTo
 		c.checksum = buffer.NextChecksum(c.checksum, f.EventID)
 		if want, ok := c.expectSum[f.Seq]; ok {
 			delete(c.expectSum, f.Seq)

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/orchestrator"
+	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/wsproto"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// baton starts an in-process Baton with the simulated model.
+func baton(t *testing.T) string {
+	t.Helper()
+	d := time.Millisecond
+	orch, err := orchestrator.New(orchestrator.Models{
+		Planner: &planner.Sim{Delay: d}, Solver: &solver.Sim{Delay: d}, Aggregator: &aggregator.Sim{Delay: d},
+	}, &orchestrator.Options{RetryBase: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(orch)
+	t.Cleanup(func() {
+		srv.Close()
+		orch.Close(context.Background())
+	})
+	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// TestLoadWithDrops is the short correctness load run of the README's test
+// command: dozens of sessions, every kind of run, random connection kills.
+// The tool itself asserts no event was lost, duplicated or reordered.
+func TestLoadWithDrops(t *testing.T) {
+	url := baton(t)
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"-url", url, "-sessions", "30", "-runs", "4", "-ramp", "200ms",
+		"-drop-rate", "120", "-ack-every", "7", "-json", "-quiet"}, &out, &errOut)
+	var rep Report
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+		t.Fatalf("report: %v\n%s\n%s", jerr, out.String(), errOut.String())
+	}
+	if err != nil || rep.ViolationsNum != 0 {
+		t.Fatalf("run: %v; violations %v", err, rep.Violations)
+	}
+	if rep.Runs != 30*4 || rep.Events == 0 || rep.Drops == 0 || rep.Resumes == 0 {
+		t.Errorf("report %+v: want 120 runs, events, drops and resumes", rep)
+	}
+	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, p99 %.2fms",
+		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
+}
+
+// TestLoadReportsViolations: the tool must fail when something is wrong.
+func TestLoadReportsViolations(t *testing.T) {
+	url := baton(t)
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-url", url, "-sessions", "2", "-runs", "1", "-mix", "plan=1",
+		"-json", "-quiet", "-run-timeout", "10s"}, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("a healthy run failed: %v %s", err, out.String())
+	}
+	// A directive that makes planning fail for good: the runs end in
+	// plan.cancelled, which the tool must count as violations.
+	workloads["broken"] = func(*rand.Rand) (string, []wsproto.Task) { return "x [sim:plan_fail=permanent*1]", nil }
+	defer delete(workloads, "broken")
+	out.Reset()
+	err = run(t.Context(), []string{"-url", url, "-sessions", "2", "-runs", "1", "-mix", "broken=1", "-json", "-quiet"}, &out, io.Discard)
+	var rep Report
+	json.Unmarshal(out.Bytes(), &rep)
+	if err == nil || rep.ViolationsNum != 2 || !strings.Contains(rep.Violations[0], "without a final answer") {
+		t.Fatalf("run: %v, report %+v; want two violations", err, rep)
+	}
+}
