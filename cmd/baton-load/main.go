@@ -57,6 +57,8 @@ type config struct {
 	json       bool
 	seed       uint64
 	quiet      bool
+	idle       int
+	hold       time.Duration
 }
 
 // workloads are the kinds of run a session can start.
@@ -102,6 +104,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress line")
+	fs.IntVar(&c.idle, "idle", 0, "instead of runs: open this many idle sessions, hold them for -hold, and close them")
+	fs.DurationVar(&c.hold, "hold", 10*time.Second, "how long -idle sessions stay connected")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -167,6 +171,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.idle > 0 {
+		return idle(ctx, cfg, stdout)
+	}
 
 	var cnt counters
 	start := time.Now()
@@ -413,4 +420,31 @@ func printReport(w io.Writer, r Report) {
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)
 	}
+}
+
+// idle opens cfg.idle sessions that do nothing, holds them, and closes
+// them: the connected-but-idle footprint is measured on the server side
+// meanwhile. It prints "idle N connected" once all are up.
+func idle(ctx context.Context, cfg config, stdout io.Writer) error {
+	clients := make([]*client.Client, 0, cfg.idle)
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for i := range cfg.idle {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		c, err := client.Dial(dctx, cfg.urls[i%len(cfg.urls)], nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("idle session %d: %w", i, err)
+		}
+		clients = append(clients, c)
+	}
+	fmt.Fprintf(stdout, "idle %d connected\n", len(clients))
+	select {
+	case <-time.After(cfg.hold):
+	case <-ctx.Done():
+	}
+	return nil
 }

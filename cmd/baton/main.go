@@ -37,6 +37,7 @@ func main() {
 // config is what the flags and environment say.
 type config struct {
 	addr           string
+	debugAddr      string
 	model          string
 	simDelay       time.Duration
 	logFormat      string
@@ -53,6 +54,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(stderr)
 	o := &c.opts
 	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve /debug/pprof/ and /debug/vars here (keep it private, e.g. 127.0.0.1:6060)")
 	fs.StringVar(&c.model, "model", "sim", "model backend: sim (built-in, no network) or openai (any OpenAI-compatible endpoint)")
 	fs.StringVar(&c.openai.BaseURL, "openai-base-url", "", "OpenAI-compatible API root (default "+openai.OfficialBaseURL+"; also OPENAI_BASE_URL)")
 	fs.StringVar(&c.openai.Model, "openai-model", openai.DefaultModel, "model name to ask the endpoint for")
@@ -172,6 +174,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if c.debugAddr != "" {
+		dln, err := net.Listen("tcp", c.debugAddr)
+		if err != nil {
+			srv.Close()
+			<-served
+			orch.Close(context.Background())
+			return fmt.Errorf("listen (debug): %w", err)
+		}
+		dsrv := &http.Server{Handler: debugRoutes(), ReadHeaderTimeout: 10 * time.Second}
+		debugServed := make(chan struct{})
+		go func() { dsrv.Serve(dln); close(debugServed) }()
+		defer func() { dsrv.Close(); <-debugServed }()
+		log.Info("debug endpoints", "addr", dln.Addr().String())
+	}
 	log.Info("listening", "addr", ln.Addr().String(), "model", c.model)
 	if c.model == "openai" {
 		log.Info("model endpoint", "base_url", c.openai.BaseURL, "model", c.openai.Model)
