@@ -51,7 +51,8 @@ type Options struct {
 	// PongTimeout is how long a ping waits for its pong, and how long one
 	// write may take. Defaults to 10s.
 	PongTimeout time.Duration
-	// WriteTimeout bounds one frame write. Defaults to PongTimeout.
+	// WriteTimeout bounds the writing of one batch of queued frames (all
+	// that were waiting when the writer woke). Defaults to PongTimeout.
 	WriteTimeout time.Duration
 	// SendQueue is the most frames a connection may have waiting to be
 	// written before it is closed as too slow (1013). Defaults to

