@@ -121,11 +121,7 @@ func parsePlan(text string) (planner.Plan, error) {
 	if err := json.Unmarshal([]byte(text[start:end+1]), &p); err != nil {
 		return planner.Plan{}, fmt.Errorf("the reply is not a plan: %w", err)
 	}
-	for i := range p.Tasks {
-		if p.Tasks[i].DependsOn == nil {
-			p.Tasks[i].DependsOn = []string{}
-		}
-	}
+	wsproto.NormalizeTasks(p.Tasks)
 	if p.Summary == "" {
 		p.Summary = fmt.Sprintf("Plan ready: %d tasks", len(p.Tasks))
 	}

@@ -159,7 +159,7 @@ func (r *run) plan() (planner.Plan, bool) {
 			probs := wsproto.ValidateTasks(p.Tasks, opts.MaxTasks)
 			if probs == nil {
 				r.usage = r.usage.Add(p.Usage)
-				normalize(p.Tasks)
+				wsproto.NormalizeTasks(p.Tasks)
 				r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
 				return p, true
 			}
@@ -183,14 +183,6 @@ func (r *run) plan() (planner.Plan, bool) {
 		if failure.Wait(r.ctx, delay) != nil {
 			r.stopped()
 			return p, false
-		}
-	}
-}
-
-func normalize(tasks []wsproto.Task) {
-	for i := range tasks {
-		if tasks[i].DependsOn == nil {
-			tasks[i].DependsOn = []string{}
 		}
 	}
 }

@@ -34,6 +34,9 @@ type session struct {
 	run      *run
 	confirms map[string]*confirm
 	closed   bool
+	// scratch is where events are encoded before being copied out at their
+	// exact size: one allocation per event, and no slack kept in the ring.
+	scratch []byte
 }
 
 func (s *Server) newSession() *session {
@@ -160,7 +163,7 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	id := newEventID()
 	now := time.Now()
 	e, err := sess.ring.Append(context.Background(), id, func(seq uint64) ([]byte, error) {
-		return wsproto.AppendFrame(make([]byte, 0, 256), wsproto.Frame{
+		b, err := wsproto.AppendFrame(sess.scratch[:0], wsproto.Frame{
 			Event:     event,
 			EventID:   id,
 			Seq:       seq,
@@ -170,6 +173,13 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 			Content:   content,
 			Metadata:  meta,
 		})
+		if err != nil {
+			return nil, err
+		}
+		if cap(b) <= 4096 { // keep an ordinary-sized buffer; let a rare big one go
+			sess.scratch = b
+		}
+		return append([]byte(nil), b...), nil
 	})
 	if err != nil {
 		sess.srv.log.Error("append event", "session", sess.id, "event", event, "err", err)

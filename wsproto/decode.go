@@ -111,7 +111,7 @@ func DecodeText(data []byte) (Request, *Error) {
 		if e := decode(&m); e != nil {
 			return nil, e
 		}
-		return &SolveTasks{Tasks: normalize(m.Tasks)}, nil
+		return &SolveTasks{Tasks: NormalizeTasks(m.Tasks)}, nil
 
 	case EventUserResponse:
 		var m struct {
@@ -123,7 +123,7 @@ func DecodeText(data []byte) (Request, *Error) {
 		if e := decode(&m); e != nil {
 			return nil, e
 		}
-		r := &Response{Confirmed: m.Confirmed, Tasks: normalize(m.Tasks)}
+		r := &Response{Confirmed: m.Confirmed, Tasks: NormalizeTasks(m.Tasks)}
 		switch {
 		case f.StepID != nil && *f.StepID != "":
 			r.StepID = *f.StepID
@@ -187,8 +187,9 @@ func DecodeText(data []byte) (Request, *Error) {
 	return nil, &Error{Code: CodeUnknownType, Message: fmt.Sprintf("unknown event %q", ev), RefType: ev}
 }
 
-// normalize gives every task a non-nil depends_on so that it encodes as [].
-func normalize(tasks []Task) []Task {
+// NormalizeTasks gives every task a non-nil depends_on, so that it encodes
+// as [] rather than null, and returns the list.
+func NormalizeTasks(tasks []Task) []Task {
 	for i := range tasks {
 		if tasks[i].DependsOn == nil {
 			tasks[i].DependsOn = []string{}
