@@ -16,8 +16,8 @@ import (
 type conn struct {
 	ws    *websocket.Conn
 	srv   *Server
-	log   *slog.Logger
-	limit int // most frames the queue may hold
+	log   *slog.Logger // carries the session the connection opened with; never reassigned (read by every goroutine)
+	limit int          // most frames the queue may hold
 
 	// sess is the session the connection is attached to. Only the reader
 	// goroutine reads or writes it.

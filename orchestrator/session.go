@@ -226,7 +226,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	last, lastSum, err := old.ring.Last(ctx)
 	if err != nil {
 		old.mu.Unlock()
-		c.log.Error("resume: read ring", "err", err)
+		s.log.Error("resume: read ring", "session", old.id, "err", err)
 		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
 	}
 	entries, err := old.ring.Since(ctx, req.LastSeq)
@@ -262,7 +262,6 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	old.conn = c
 	old.detachedAt.Store(0)
 	c.sess = old
-	c.log = s.log.With("session", old.id)
 	c.send(frames...)
 	old.mu.Unlock()
 
@@ -272,6 +271,6 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if fresh != old {
 		s.dropSession(fresh)
 	}
-	c.log.Info("session resumed", "replayed", n, "resync", !replay)
+	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", n, "resync", !replay)
 	return nil
 }
