@@ -59,9 +59,9 @@ func (c *conn) send(frames ...[]byte) bool {
 		c.mu.Unlock()
 		return false
 	}
-	if len(c.queue)+len(frames) > c.limit {
+	if queued := len(c.queue); queued+len(frames) > c.limit {
 		c.mu.Unlock()
-		c.log.Warn("send queue overflow; closing slow client", "queued", len(c.queue))
+		c.log.Warn("send queue overflow; closing slow client", "queued", queued)
 		c.closeWith(websocket.StatusTryAgainLater, "client too slow")
 		return false
 	}
