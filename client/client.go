@@ -193,7 +193,7 @@ func (c *Client) loop(ws *websocket.Conn) {
 			c.mu.Lock()
 			c.lastErr = rerr
 			c.mu.Unlock()
-			if errors.Is(rerr, errRejected) {
+			if errors.Is(rerr, errRejected) || errors.Is(rerr, ErrClosed) {
 				return
 			}
 		}
@@ -248,6 +248,11 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, fmt.Errorf("client: resume answered with %s", f.Event)
 	}
 	c.mu.Lock()
+	if c.closed { // Close ran while we were reconnecting: it cannot see ws
+		c.mu.Unlock()
+		ws.CloseNow()
+		return nil, ErrClosed
+	}
 	c.ws = ws
 	c.stats.Resumes++
 	if m.Resync {
