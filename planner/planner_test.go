@@ -1,0 +1,56 @@
+package planner_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// The simulated plan's promises (§9) hold for any request.
+func TestSimPlanShape(t *testing.T) {
+	p := &planner.Sim{}
+	sizes := map[int]bool{}
+	for i := range 200 {
+		req := planner.Request{Text: fmt.Sprintf("request number %d", i), Attempt: 1}
+		var steps []string
+		plan, err := p.Plan(t.Context(), req, func(s string) { steps = append(steps, s) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := p.Plan(t.Context(), req, func(string) {})
+		if !reflect.DeepEqual(plan, again) {
+			t.Fatalf("%q: not deterministic", req.Text)
+		}
+		n := len(plan.Tasks)
+		sizes[n] = true
+		if probs := wsproto.ValidateTasks(plan.Tasks, 50); probs != nil || n < 3 || n > 6 || len(steps) == 0 {
+			t.Fatalf("%q: %d tasks, problems %v, %d steps", req.Text, n, probs, len(steps))
+		}
+		independent := 0
+		for _, task := range plan.Tasks {
+			if len(task.DependsOn) == 0 {
+				independent++
+			}
+		}
+		if last := plan.Tasks[n-1]; independent < 2 || len(last.DependsOn) != n-1 {
+			t.Fatalf("%q: %d independent tasks, final depends on %v", req.Text, independent, last.DependsOn)
+		}
+	}
+	if len(sizes) != 4 {
+		t.Errorf("plan sizes seen %v, want all of 3..6", sizes)
+	}
+}
+
+func TestSimPlanFailDirective(t *testing.T) {
+	p := &planner.Sim{}
+	for attempt, wantErr := range map[int]bool{1: true, 2: true, 3: false} {
+		_, err := p.Plan(t.Context(), planner.Request{Text: "x [sim:plan_fail=network*2]", Attempt: attempt}, func(string) {})
+		if (err != nil) != wantErr || (err != nil && failure.Classify(err).Type != failure.Network) {
+			t.Errorf("attempt %d: %v", attempt, err)
+		}
+	}
+}
