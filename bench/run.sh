@@ -28,12 +28,16 @@ rss() { awk '/VmRSS/ {print $2*1024}' /proc/$pid/status; }
 
 echo "== active sessions" >&2
 declare -A R
-for n in 1 100 1000; do
+p99s=()
+for n in 1 100 1000 1000 1000; do # 1,000 three times: its p99 swings between runs here
   runs=$(( n == 1 ? 200 : (n == 100 ? 10 : 2) ))
   out=$(load -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50)
-  R[$n]=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%d | %d | %d | %.0f | %.2f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['latency_max_ms'], r['violation_count']))")
-  echo "  $n: ${R[$n]}" >&2
+  row=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%d | %d | %d | %.0f | %.2f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['latency_max_ms'], r['violation_count']))")
+  R[$n]+="| $row |"$'\n'
+  [ "$n" = 1000 ] && p99s+=("$(echo "$row" | cut -d'|' -f6 | xargs)")
+  echo "  $n: $row" >&2
 done
+worst=$(printf '%s\n' "${p99s[@]}" | sort -g | tail -1)
 
 echo "== 10,000 idle sessions" >&2
 h0=$(heap); r0=$(rss)
@@ -65,7 +69,8 @@ cat >docs/performance.md <<MD
 Measured by \`bash bench/run.sh\` on $(date -u +%Y-%m-%d): $(nproc) cores ($cpu),
 $(free -g | awk '/Mem:/ {print $2}') GiB, $(go version | cut -d' ' -f3), Linux $(uname -r).
 Server and load generator share the same $(nproc) cores over loopback, so every number
-here includes the load tool's own cost. Numbers, not assertions: nothing in the test suite
+here includes the load tool's own cost, and latency under load moves a lot between runs
+(at 1,000 sessions the p99 has ranged from 17 to 67 ms across runs of this script). Numbers, not assertions: nothing in the test suite
 times anything.
 
 ## Targets
@@ -74,7 +79,7 @@ times anything.
 |---|---|---|
 | event path ≥ 60 % of the bare WebSocket ceiling | **${ratio} %** | $( [ "$ratio" -ge 60 ] && echo met || echo missed) |
 | ≥ 10,000 idle sessions at ≤ 32 KiB heap each | **$conns** sessions, **$(( idle_heap / 1024 )) KiB** heap each | $( [ "$conns" -ge 10000 ] && [ "$idle_heap" -le 32768 ] && echo met || echo missed) |
-| p99 delivery latency ≤ 25 ms at 1,000 active sessions | **$(echo "${R[1000]}" | cut -d'|' -f6 | xargs) ms** | $(python3 -c "print('met' if float('$(echo "${R[1000]}" | cut -d'|' -f6 | xargs)') <= 25 else 'missed')") |
+| p99 delivery latency ≤ 25 ms at 1,000 active sessions | **${p99s[*]} ms** in three runs; worst $worst | $(python3 -c "print('met' if float('$worst') <= 25 else 'missed (judged by the worst run)')") |
 | full-ring replay ≤ 2 ms server time | **${resume_server} ms** (end to end ${resume_e2e} ms) | $(python3 -c "print('met' if $resume_server <= 2 else 'missed')") |
 
 ## Active sessions (\`--sim-delay 0\`, \`baton-load -mix tasks=1\`)
@@ -84,9 +89,7 @@ Latency is server timestamp → client receipt of live events.
 
 | sessions | runs | events | events/s | p50 ms | p99 ms | max ms | violations |
 |---|---|---|---|---|---|---|---|
-| ${R[1]} |
-| ${R[100]} |
-| ${R[1000]} |
+${R[1]}${R[100]}${R[1000]}
 
 ## Idle sessions
 
@@ -112,8 +115,8 @@ $gobench
 
 A CPU profile of the server (\`--debug-addr\`, \`/debug/pprof/profile\`) during a
 1,000-session run showed the server using about 40 % of one core while the load generator
-took the rest of the machine: at 1,000 sessions on 2 shared cores the p99 above is mostly
-the two processes queueing for CPU, not Baton's event path. Inside the server, 41 % of its
+took the rest of the machine: at 1,000 sessions on 2 shared cores the p99 is mostly the two
+processes queueing for CPU, not Baton's event path, which is why it swings between runs. Inside the server, 41 % of its
 time was \`coder/websocket.(*Conn).writeFrame\` (one write syscall per frame), 23 % the
 emit path (UUID v7, envelope encoding, ring append with SHA-256, state fold), and about 8 %
 a \`context.WithTimeout\` made for every frame written.
