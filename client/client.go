@@ -354,10 +354,11 @@ func (c *Client) deliver(f Frame) {
 		c.stats.Errors++
 	}
 	ws := c.ws
-	close(c.changed)
-	c.changed = make(chan struct{})
 	c.mu.Unlock()
 
+	// Waiters are woken last: a condition may read what OnEvent records or
+	// what OnConfirm answers, and must see it once it sees this frame.
+	defer c.wake()
 	if c.opts.OnEvent != nil {
 		c.opts.OnEvent(f)
 	}
@@ -372,6 +373,14 @@ func (c *Client) deliver(f Frame) {
 			c.Respond(context.Background(), confirm.StepID, *a)
 		}
 	}
+}
+
+// wake tells every Wait that the client's view may have changed.
+func (c *Client) wake() {
+	c.mu.Lock()
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
 }
 
 func (c *Client) violation(format string, args ...any) {
@@ -472,8 +481,14 @@ func (c *Client) Err() error {
 	return c.lastErr
 }
 
-// Wait blocks until cond, called with the client's view after every frame,
-// returns true, or ctx is done.
+// Wait blocks until cond returns true, or ctx is done, or the client stops
+// for good. cond is called with the client's latest view, once at first and
+// again after frames arrive — not necessarily after every frame: several may
+// be applied between two calls, so a state that lasts only a few frames (a
+// phase, say) can be missed. Wait for conditions that stay true once
+// reached: a seq reached, an event counted, a final answer present. A
+// frame's OnEvent and OnConfirm callbacks have returned before cond sees
+// the frame.
 func (c *Client) Wait(ctx context.Context, cond func(v View) bool) error {
 	for {
 		c.mu.Lock()

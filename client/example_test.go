@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/client"
@@ -28,7 +29,10 @@ func Example() {
 	defer srv.Close()
 	url := "ws" + strings.TrimPrefix(srv.URL, "http")
 
-	ctx := context.Background()
+	// Every wait has a deadline: a run that never ends fails the example
+	// instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	c, err := client.Dial(ctx, url, &client.Options{
 		Resume:   true,
 		AckEvery: 10,
@@ -43,10 +47,21 @@ func Example() {
 	}
 	defer c.Close()
 
-	c.Message(ctx, "Plan a weekend in Lisbon")
-	c.Wait(ctx, func(v client.View) bool { return v.Phase == wsproto.PhaseSolving })
+	if err := c.Message(ctx, "Plan a weekend in Lisbon"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Wait for conditions that stay true once reached: a phase like
+	// "solving" can pass between two looks.
+	if err := c.Wait(ctx, taskStarted); err != nil {
+		fmt.Println(err)
+		return
+	}
 	c.Drop() // the network goes away; the client resumes
-	c.Wait(ctx, func(v client.View) bool { return v.Run != nil && v.Run.FinalAnswer != nil })
+	if err := c.Wait(ctx, func(v client.View) bool { return v.Run != nil && v.Run.FinalAnswer != nil }); err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	v := c.View()
 	fmt.Println("phase:", v.Phase)
@@ -56,4 +71,18 @@ func Example() {
 	// phase: idle
 	// answer: Answer to "Plan a weekend in Lisbon":
 	// violations: 0
+}
+
+// taskStarted holds once any task of the run has started, and stays true
+// for the rest of the run.
+func taskStarted(v client.View) bool {
+	if v.Run == nil {
+		return false
+	}
+	for _, t := range v.Run.Tasks {
+		if t.Status != wsproto.TaskPending {
+			return true
+		}
+	}
+	return false
 }
