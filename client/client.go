@@ -396,7 +396,9 @@ func writeJSON(ctx context.Context, ws *websocket.Conn, v any) error {
 }
 
 // Send writes one client frame. It fails while the client is between
-// connections; callers that care retry after WaitConnected.
+// connections (the frame was not sent); with Resume set, a caller that
+// cares sends it again once the client has resumed (View's Stats.Resumes
+// grows). It returns ErrClosed once the client is closed.
 func (c *Client) Send(ctx context.Context, event, stepID, content string, meta any) error {
 	frame := map[string]any{"event": event}
 	if stepID != "" {

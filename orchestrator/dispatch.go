@@ -29,7 +29,9 @@ func (c *conn) readLoop() {
 		}
 		req, e := wsproto.DecodeText(data)
 		if e == nil {
-			e = c.dispatch(req)
+			if e = c.dispatch(req); e != nil && e.RefType == "" {
+				e.RefType = req.Event() // every answer to a decoded frame names it
+			}
 		}
 		if e != nil {
 			c.sendError(e)
@@ -77,7 +79,7 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 				Message: `a plan confirmation needs "confirmed": true or false`}
 		}
 		if *resp.Confirmed && resp.Tasks != nil {
-			if probs := wsproto.ValidateTasks(resp.Tasks, sess.srv.opts.MaxTasks); probs != nil {
+			if probs := sess.srv.validateTasks(resp.Tasks); probs != nil {
 				e := invalidTasks(probs)
 				e.RefType = wsproto.EventUserResponse
 				return e

@@ -57,15 +57,43 @@ func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Err
 		return &wsproto.Error{Code: wsproto.CodeBusy, Message: "a run is already active in this session"}
 	}
 	if tasks != nil {
-		if probs := wsproto.ValidateTasks(tasks, sess.srv.opts.MaxTasks); probs != nil {
+		if probs := sess.srv.validateTasks(tasks); probs != nil {
 			return invalidTasks(probs)
 		}
+	} else if probs := sess.srv.checkRequest(request); probs != nil {
+		return &wsproto.Error{Code: wsproto.CodeInvalidMessage,
+			Message: "the request cannot be planned: " + strings.Join(probs, "; ")}
 	}
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now()}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
 	sess.srv.runWG.Add(1)
 	go r.execute(tasks)
+	return nil
+}
+
+// validateTasks checks a client's task list: §5.1, then whatever the
+// solver model refuses (the simulated one: malformed fault directives).
+func (s *Server) validateTasks(tasks []wsproto.Task) []wsproto.TaskProblem {
+	probs := wsproto.ValidateTasks(tasks, s.opts.MaxTasks)
+	checker, ok := s.models.Solver.(solver.TaskChecker)
+	if !ok {
+		return probs
+	}
+	for i, t := range tasks {
+		for _, p := range checker.CheckTask(t) {
+			probs = append(probs, wsproto.TaskProblem{Code: wsproto.ProblemInvalidDirective,
+				Message: fmt.Sprintf("task %d (%q): %s", i, t.ID, p), Index: &i, TaskID: t.ID})
+		}
+	}
+	return probs
+}
+
+// checkRequest returns what the planner model refuses in a request.
+func (s *Server) checkRequest(text string) []string {
+	if checker, ok := s.models.Planner.(planner.RequestChecker); ok {
+		return checker.CheckRequest(text)
+	}
 	return nil
 }
 

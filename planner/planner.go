@@ -48,7 +48,24 @@ type Sim struct {
 	Delay time.Duration
 }
 
-var _ Planner = (*Sim)(nil)
+// RequestChecker is an optional capability of a Planner, found with a type
+// assertion: it refuses, before a run starts, requests it could never plan
+// as written. Each string is one problem. The simulated planner refuses
+// unknown or malformed fault directives.
+type RequestChecker interface {
+	CheckRequest(text string) []string
+}
+
+var (
+	_ Planner        = (*Sim)(nil)
+	_ RequestChecker = (*Sim)(nil)
+)
+
+// CheckRequest implements RequestChecker: every [sim:…] in the request
+// must be a request directive with a well-formed value.
+func (p *Sim) CheckRequest(text string) []string {
+	return sim.Check(text, sim.RequestDirectives)
+}
 
 var aspects = []string{
 	"Research the background of",

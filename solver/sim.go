@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/internal/sim"
+	"github.com/baton-run/baton/wsproto"
 )
 
 // Sim is the simulated model: no network, no key. Each execution reports
@@ -23,7 +24,16 @@ type Sim struct {
 	Delay time.Duration
 }
 
-var _ Model = (*Sim)(nil)
+var (
+	_ Model       = (*Sim)(nil)
+	_ TaskChecker = (*Sim)(nil)
+)
+
+// CheckTask implements TaskChecker: every [sim:…] in the description must
+// be a task directive with a well-formed value.
+func (m *Sim) CheckTask(t wsproto.Task) []string {
+	return sim.Check(t.Description, sim.TaskDirectives)
+}
 
 const simSteps = 3
 

@@ -16,6 +16,14 @@ type Model interface {
 	Solve(ctx context.Context, in Input, progress func(fraction float64, message string)) (Result, error)
 }
 
+// TaskChecker is an optional capability of a Model, found with a type
+// assertion: it refuses, before a run starts, tasks it could never run as
+// written. Each string is one problem. The simulated model refuses unknown
+// or malformed fault directives.
+type TaskChecker interface {
+	CheckTask(t wsproto.Task) []string
+}
+
 // Result is a completed execution's product.
 type Result struct {
 	Text  string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -210,10 +211,17 @@ func fieldError(err error) string {
 	return "malformed"
 }
 
+// maxDepth is encoding/json's limit on nesting.
+const maxDepth = 10000
+
 func syntaxDetail(data []byte) string {
 	var v any
 	var se *json.SyntaxError
 	if err := json.Unmarshal(data, &v); errors.As(err, &se) {
+		// encoding/json refuses nesting past 10,000 levels with this text.
+		if strings.Contains(se.Error(), "exceeded max depth") {
+			return fmt.Sprintf(": nested more than %d levels deep (offset %d)", maxDepth, se.Offset)
+		}
 		return fmt.Sprintf(" (offset %d)", se.Offset)
 	}
 	return ""

@@ -11,6 +11,9 @@ const (
 	ProblemEmptyTitle        = "empty_title"
 	ProblemUnknownDependency = "unknown_dependency"
 	ProblemCycle             = "cycle"
+	// ProblemInvalidDirective: the model refuses the task as written (the
+	// simulated model: an unknown or malformed fault directive).
+	ProblemInvalidDirective = "invalid_directive"
 )
 
 // TaskProblem names one reason a task list is invalid. Index is the task's

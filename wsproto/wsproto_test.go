@@ -74,6 +74,24 @@ func TestDecodeText(t *testing.T) {
 	}
 }
 
+// The message says why a frame was refused where the reason is not plain
+// bad syntax.
+func TestDecodeTextMessages(t *testing.T) {
+	tests := []struct{ name, frame, want string }{
+		{"too deep", `{"event":"user.cancel","metadata":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, "nested more than 10000 levels deep"},
+		{"bad syntax", `{"event":`, "not valid JSON (offset"},
+		{"invalid UTF-8", "{\"event\":\"\xff\"}", "not valid UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, e := wsproto.DecodeText([]byte(tt.frame))
+			if e == nil || !strings.Contains(e.Message, tt.want) {
+				t.Fatalf("DecodeText error %+v, want a message containing %q", e, tt.want)
+			}
+		})
+	}
+}
+
 func FuzzDecodeText(f *testing.F) {
 	for _, s := range []string{`{"event":"user.message","content":"hi"}`, `{"event":"user.ack","metadata":{"last_seq":1}}`,
 		`{"event":"user.solve_tasks","metadata":{"tasks":[{"id":"a","title":"A","depends_on":["b"]}]}}`,

@@ -349,11 +349,20 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		rctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
 		// Start the run; a start lost with a dropped connection is sent again.
 		for {
+			var serr error
 			if tasks != nil {
-				err = cl.SolveTasks(rctx, tasks)
+				serr = cl.SolveTasks(rctx, tasks)
 			} else {
-				err = cl.Message(rctx, request)
+				serr = cl.Message(rctx, request)
 			}
+			if errors.Is(serr, client.ErrClosed) {
+				cancel()
+				fail("run %d: the client closed", r+1)
+				return res
+			}
+			// Any other send error means the frame did not leave (the client
+			// is between connections); like a start lost with a dropped
+			// connection, it is sent again when the run has not started.
 			sctx, scancel := context.WithTimeout(rctx, 2*time.Second)
 			werr := cl.Wait(sctx, func(client.View) bool { mu.Lock(); defer mu.Unlock(); return started > r })
 			scancel()

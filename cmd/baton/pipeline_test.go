@@ -271,10 +271,15 @@ func TestInvalidTasks(t *testing.T) {
 		{"unknown dependency", []wsproto.Task{tk("a", "A", "zz")}, wsproto.ProblemUnknownDependency},
 		{"cycle", []wsproto.Task{tk("a", "A", "c"), tk("b", "B", "a"), tk("c", "C", "b")}, wsproto.ProblemCycle},
 		{"self dependency", []wsproto.Task{tk("a", "A", "a")}, wsproto.ProblemCycle},
+		// Fault directives of the simulated model fail loudly, never read as text.
+		{"unknown directive", []wsproto.Task{{ID: "a", Title: "A", Description: "[sim:explode=now]"}}, wsproto.ProblemInvalidDirective},
+		{"bad error type", []wsproto.Task{{ID: "a", Title: "A", Description: "[sim:fail=bogus*2]"}}, wsproto.ProblemInvalidDirective},
+		{"bad duration", []wsproto.Task{tk("a", "A"), {ID: "b", Title: "B", Description: "[sim:sleep=banana]"}}, wsproto.ProblemInvalidDirective},
 	}
 	hasCode := func(e wsproto.Error, code string) bool {
 		for _, d := range e.Details {
-			if d.Code == code {
+			// A directive problem names the directive and its task.
+			if d.Code == code && (code != wsproto.ProblemInvalidDirective || strings.Contains(d.Message, "[sim:") && d.TaskID != "") {
 				return true
 			}
 		}
@@ -286,8 +291,8 @@ func TestInvalidTasks(t *testing.T) {
 			// user.solve_tasks: refused, nothing starts.
 			c, _ := connect(t, base)
 			c.send("user.solve_tasks", map[string]any{"tasks": tt.tasks})
-			if e := c.expectError("invalid_tasks"); !hasCode(e, tt.code) {
-				t.Errorf("solve_tasks details %+v, want code %s", e.Details, tt.code)
+			if e := c.expectError("invalid_tasks"); !hasCode(e, tt.code) || e.RefType != "user.solve_tasks" {
+				t.Errorf("solve_tasks error %+v, want code %s and ref_type user.solve_tasks", e, tt.code)
 			}
 			// An edit at confirmation: refused, the confirmation stays open.
 			_, m := runToConfirm(t, c, "Plan something")
@@ -302,23 +307,44 @@ func TestInvalidTasks(t *testing.T) {
 	}
 }
 
+// A request with a malformed directive is refused before planning starts.
+func TestInvalidRequestDirective(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, _ := connect(t, base)
+	c.message("Plan [sim:plan_fail=nope*1]")
+	e := c.expectError("invalid_message")
+	if e.RefType != "user.message" || !strings.Contains(e.Message, "[sim:plan_fail=nope*1]") {
+		t.Errorf("error %+v, want ref_type user.message and the directive named", e)
+	}
+	c.message("Plan [sim:plan_fail=network*1]") // well formed: the run starts
+	c.expect(wsproto.EventPlanStart)
+}
+
 func TestBusyAndNoActiveRun(t *testing.T) {
 	t.Parallel()
 	base := startServer(t)
 	c, _ := connect(t, base)
+	// Every error answering a frame names the frame's event in ref_type.
+	expect := func(code, refType string) {
+		t.Helper()
+		if e := c.expectError(code); e.RefType != refType {
+			t.Errorf("%s: ref_type %q, want %q", code, e.RefType, refType)
+		}
+	}
 	c.send("user.cancel", nil)
-	c.expectError("no_active_run")
+	expect("no_active_run", "user.cancel")
 	c.send("user.cancel_task", map[string]any{"task_id": "a"})
-	c.expectError("no_active_run")
+	expect("no_active_run", "user.cancel_task")
 
 	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{sleepTask("a", "1h")}})
 	c.expect(wsproto.EventSolverStart)
 	c.message("another")
-	c.expectError("busy")
+	expect("busy", "user.message")
 	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{{ID: "b", Title: "B"}}})
-	c.expectError("busy")
+	expect("busy", "user.solve_tasks")
 	c.send("user.cancel_task", map[string]any{"task_id": "nope"})
-	c.expectError("unknown_task")
+	expect("unknown_task", "user.cancel_task")
 	c.send("user.cancel", nil)
 	for _, f := range c.until(wsproto.EventPipelineCancelled) {
 		if f.Event == wsproto.EventSolverCancelled && meta[wsproto.SolverCancelled](t, f).Reason != "pipeline_cancelled" {

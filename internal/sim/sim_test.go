@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,5 +40,41 @@ func TestTopic(t *testing.T) {
 	}
 	if got := Topic("ééééééééééé", 5); got != "éééé…" {
 		t.Errorf("Topic = %q", got)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		allowed []string
+		want    []string // substrings, one per expected problem
+	}{
+		{name: "plain text", text: "Plan a trip", allowed: TaskDirectives},
+		{name: "good task directives", text: "[sim:fail=network*2] [sim:sleep=1.5s][sim:retry_after=0s] [sim:fail=permanent]", allowed: TaskDirectives},
+		{name: "good request directive", text: "go [sim:plan_fail=timeout*3]", allowed: RequestDirectives},
+		{name: "unknown directive", text: "[sim:explode=1]", allowed: TaskDirectives, want: []string{"unknown directive [sim:explode=1]"}},
+		{name: "plan_fail in a task", text: "[sim:plan_fail=network*1]", allowed: TaskDirectives, want: []string{"unknown directive"}},
+		{name: "no value", text: "[sim:fail]", allowed: TaskDirectives, want: []string{"has no value"}},
+		{name: "bad error type", text: "[sim:fail=bogus*2]", allowed: TaskDirectives, want: []string{`"bogus" is not an error type`}},
+		{name: "bad count", text: "[sim:fail=network*x]", allowed: TaskDirectives, want: []string{`"x" is not a count`}},
+		{name: "negative count", text: "[sim:fail=network*-1]", allowed: TaskDirectives, want: []string{"is not a count"}},
+		{name: "bad duration", text: "[sim:sleep=banana]", allowed: TaskDirectives, want: []string{`"banana" is not a duration`}},
+		{name: "negative duration", text: "[sim:retry_after=-1s]", allowed: TaskDirectives, want: []string{"is not a duration"}},
+		{name: "empty directive", text: "[sim:]", allowed: TaskDirectives, want: []string{"unknown directive [sim:]"}},
+		{name: "two problems", text: "[sim:sleep=x] ok [sim:nope=1]", allowed: TaskDirectives, want: []string{"[sim:sleep=x]", "[sim:nope=1]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Check(tt.text, tt.allowed)
+			if len(got) != len(tt.want) {
+				t.Fatalf("Check(%q) = %q, want %d problem(s)", tt.text, got, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
 	}
 }
