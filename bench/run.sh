@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Measures Baton on loopback and writes docs/performance.md.
 #   bash bench/run.sh            # ~3 minutes on a 2-core machine
-# Everything targets 127.0.0.1 and ends by itself.
+# Everything targets 127.0.0.1 and ends by itself. Needs go, curl and python3.
+# Overridable: BENCH_PORT (18480) and BENCH_DEBUG_PORT (18481) for the server
+# under test, BENCH_OUT (docs/performance.md) for the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for tool in go curl python3; do
+  command -v "$tool" >/dev/null || { echo "bench/run.sh needs $tool" >&2; exit 1; }
+done
+port=${BENCH_PORT:-18480} debug=${BENCH_DEBUG_PORT:-18481} report=${BENCH_OUT:-docs/performance.md}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
 
 bin=$(mktemp -d)
@@ -11,7 +17,6 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$bin"' EXIT
 go build -o "$bin/baton" ./cmd/baton
 go build -o "$bin/baton-load" ./cmd/baton-load
 
-port=18480 debug=18481
 "$bin/baton" --addr 127.0.0.1:$port --debug-addr 127.0.0.1:$debug --sim-delay 0 --retry-base 5ms \
   --log-format json 2>"$bin/baton.log" >/dev/null &
 pid=$!
@@ -63,7 +68,7 @@ resume_server=$(python3 -c "print('%.3f' % ($(ns BenchmarkResumeFullRingServer)/
 resume_e2e=$(python3 -c "print('%.2f' % ($(ns BenchmarkResumeFullRingEndToEnd)/1e6))")
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
-cat >docs/performance.md <<MD
+cat >"$report" <<MD
 # Performance
 
 Measured by \`bash bench/run.sh\` on $(date -u +%Y-%m-%d): $(nproc) cores ($cpu),
@@ -135,4 +140,4 @@ a \`context.WithTimeout\` made for every frame written.
   A p99 at 1,000 sessions should be re-measured with the load generator on another
   machine before optimising further.
 MD
-echo "wrote docs/performance.md" >&2
+echo "wrote $report" >&2
