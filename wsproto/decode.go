@@ -20,12 +20,15 @@ type Message struct{ Text string }
 type SolveTasks struct{ Tasks []Task }
 
 // Response is user.response: the answer to an agent.user_confirm. Which of
-// Confirmed, Tasks and Action matter depends on the confirmation's kind.
+// Confirmed, Tasks, Action, Approved and Text matter depends on the
+// confirmation's kind.
 type Response struct {
 	StepID    string
 	Confirmed *bool
 	Tasks     []Task // nil when absent
 	Action    string
+	Approved  *bool   // tool_confirm
+	Text      *string // input_request
 }
 
 // Cancel is user.cancel.
@@ -120,11 +123,13 @@ func DecodeText(data []byte) (Request, *Error) {
 			Confirmed *bool   `json:"confirmed"`
 			Tasks     []Task  `json:"tasks"`
 			Action    *string `json:"action"`
+			Approved  *bool   `json:"approved"`
+			Text      *string `json:"text"`
 		}
 		if e := decode(&m); e != nil {
 			return nil, e
 		}
-		r := &Response{Confirmed: m.Confirmed, Tasks: NormalizeTasks(m.Tasks)}
+		r := &Response{Confirmed: m.Confirmed, Tasks: NormalizeTasks(m.Tasks), Approved: m.Approved, Text: m.Text}
 		switch {
 		case f.StepID != nil && *f.StepID != "":
 			r.StepID = *f.StepID

@@ -1,6 +1,9 @@
 package wsproto
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Task is one unit of work of a plan: {id, title, description, depends_on}.
 type Task struct {
@@ -68,16 +71,22 @@ type PlanCancelled struct {
 }
 
 // UserConfirm is the metadata of agent.user_confirm. Kind plan_confirm
-// carries PlanSummary and Tasks; kind task_failed carries TaskID and Options.
+// carries PlanSummary and Tasks; task_failed TaskID and Options;
+// tool_confirm TaskID, Tool and Arguments; input_request Question,
+// Context and (from a task's ask_user) TaskID.
 type UserConfirm struct {
-	RunID       string    `json:"run_id"`
-	StepID      string    `json:"step_id"`
-	Kind        string    `json:"kind"`
-	PlanSummary string    `json:"plan_summary,omitempty"`
-	Tasks       []Task    `json:"tasks,omitempty"`
-	TaskID      string    `json:"task_id,omitempty"`
-	Options     []string  `json:"options,omitempty"`
-	ExpiresAt   time.Time `json:"expires_at"`
+	RunID       string          `json:"run_id"`
+	StepID      string          `json:"step_id"`
+	Kind        string          `json:"kind"`
+	PlanSummary string          `json:"plan_summary,omitempty"`
+	Tasks       []Task          `json:"tasks,omitempty"`
+	TaskID      string          `json:"task_id,omitempty"`
+	Options     []string        `json:"options,omitempty"`
+	Tool        string          `json:"tool,omitempty"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Question    string          `json:"question,omitempty"`
+	Context     string          `json:"context,omitempty"`
+	ExpiresAt   time.Time       `json:"expires_at"`
 }
 
 // SolverStart is the metadata of solver.start.

@@ -22,6 +22,8 @@ type TaskState struct {
 	Attempt int    `json:"attempt"`
 	Result  string `json:"result,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Todo is the task's todo list, nil until it has one.
+	Todo *TodoList `json:"todo"`
 }
 
 // State is a session's client-visible state: what the sequenced events
@@ -130,6 +132,30 @@ func (s *State) Apply(event string, meta any) {
 		}
 	case PipelineCancelled:
 		s.end(m.RunID)
+	case TodoUpdated:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.applyTodo(m.Version, func(l *TodoList) { l.Items = append(l.Items[:0:0], m.Items...) })
+		}
+	case TodoItemProgress:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.applyTodo(m.Version, func(l *TodoList) {
+				for i := range l.Items {
+					if l.Items[i].ID == m.Item.ID {
+						l.Items[i] = m.Item
+						return
+					}
+				}
+				l.Items = append(l.Items, m.Item)
+			})
+		}
+	case TodoCompleted:
+		if t := s.task(m.RunID, m.TaskID); t != nil {
+			t.applyTodo(m.Version, func(l *TodoList) {
+				for i := range l.Items {
+					l.Items[i].Status = TodoStatusCompleted
+				}
+			})
+		}
 	}
 }
 
@@ -235,6 +261,12 @@ func deref(v any) any {
 		return *m
 	case *PipelineCancelled:
 		return *m
+	case *TodoUpdated:
+		return *m
+	case *TodoItemProgress:
+		return *m
+	case *TodoCompleted:
+		return *m
 	}
 	return v
 }
@@ -290,6 +322,16 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		v = new(PipelineCompleted)
 	case EventPipelineCancelled:
 		v = new(PipelineCancelled)
+	case EventToolCall:
+		v = new(ToolCall)
+	case EventToolResult:
+		v = new(ToolResult)
+	case EventTodoUpdated:
+		v = new(TodoUpdated)
+	case EventTodoItemProgress:
+		v = new(TodoItemProgress)
+	case EventTodoCompleted:
+		v = new(TodoCompleted)
 	default:
 		v = new(map[string]any)
 	}
