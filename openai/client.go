@@ -134,7 +134,9 @@ func (c *Client) request(msgs []goopenai.ChatCompletionMessage) goopenai.ChatCom
 	if c.official {
 		req.MaxCompletionTokens = c.cfg.MaxOutputTokens
 	} else {
-		// Local servers (Ollama, vLLM, llama.cpp) know max_tokens.
+		// Local servers (Ollama, vLLM, llama.cpp) know max_tokens, and many
+		// do not know its replacement, max_completion_tokens.
+		//lint:ignore SA1019 deliberate: the deprecated field is the one local servers read
 		req.MaxTokens = c.cfg.MaxOutputTokens
 	}
 	return req
