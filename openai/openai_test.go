@@ -209,7 +209,9 @@ func TestErrorMapping(t *testing.T) {
 		}, want: failure.RateLimit, retryAfter: 7 * time.Second},
 		{name: "429 without Retry-After", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 429, "slow down") }, want: failure.RateLimit},
 		{name: "500", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 500, "oops") }, want: failure.Network},
-		{name: "503 plain text", handle: func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "unavailable", http.StatusServiceUnavailable) }, want: failure.Network},
+		{name: "503 plain text", handle: func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		}, want: failure.Network},
 		{name: "400", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 400, "bad") }, want: failure.Permanent},
 		{name: "401", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 401, "no key") }, want: failure.Permanent},
 		{name: "403", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 403, "forbidden") }, want: failure.Permanent},
