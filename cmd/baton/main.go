@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ type config struct {
 	model          string
 	simDelay       time.Duration
 	logFormat      string
+	logLevel       string
 	allowedOrigins string
 	openai         openai.Config
 	opts           orchestrator.Options
@@ -73,6 +75,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.PingInterval, "ping-interval", 25*time.Second, "how often the server pings each connection")
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -111,7 +114,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
 	}
+	if err := new(slog.Level).UnmarshalText([]byte(c.logLevel)); err != nil {
+		return c, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
+	}
 	return c, nil
+}
+
+// openableAddr is the listener's address as a person can open it: an
+// unspecified host (listening on every interface) becomes localhost.
+func openableAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return a.String()
+	}
+	return net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
 }
 
 func models(c config) (orchestrator.Models, error) {
@@ -134,7 +150,8 @@ func models(c config) (orchestrator.Models, error) {
 
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
-// writes "baton listening on http://ADDR" to stdout.
+// writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
+// to stdout.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	c, err := parseConfig(args, getenv, stderr)
 	if err != nil {
@@ -143,9 +160,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return fmt.Errorf("configure: %w", err)
 	}
-	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	var level slog.Level
+	level.UnmarshalText([]byte(c.logLevel)) // checked by parseConfig
+	hopts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, hopts)
 	if c.logFormat == "json" {
-		h = slog.NewJSONHandler(stderr, nil)
+		h = slog.NewJSONHandler(stderr, hopts)
 	}
 	log := slog.New(h)
 	c.opts.Logger = log
@@ -192,7 +212,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if c.model == "openai" {
 		log.Info("model endpoint", "base_url", c.openai.BaseURL, "model", c.openai.Model)
 	}
-	fmt.Fprintf(stdout, "baton listening on http://%s\n", ln.Addr())
+	host := openableAddr(ln.Addr())
+	fmt.Fprintf(stdout, "baton listening on ws://%s/ws (health: http://%s/healthz)\n", host, host)
 
 	select {
 	case err = <-served:

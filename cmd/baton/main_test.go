@@ -56,11 +56,13 @@ func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, args .
 	}
 	line := sc.Text()
 	go io.Copy(io.Discard, pr)
-	base, ok := strings.CutPrefix(line, "baton listening on ")
-	if !ok {
+	// "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
+	rest, ok := strings.CutPrefix(line, "baton listening on ws://")
+	addr, _, found := strings.Cut(rest, "/ws (health: http://")
+	if !ok || !found || !strings.HasSuffix(line, addr+"/healthz)") {
 		t.Fatalf("unexpected first line %q", line)
 	}
-	return base
+	return "http://" + addr
 }
 
 func wsURL(base string) string { return "ws" + strings.TrimPrefix(base, "http") + "/ws" }

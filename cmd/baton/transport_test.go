@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -187,6 +188,7 @@ func TestFlags(t *testing.T) {
 		{"bad duration from the environment", nil, map[string]string{"BATON_SESSION_TTL": "soon"}, "BATON_SESSION_TTL"},
 		{"zero buffer", []string{"--buffer-size", "0"}, nil, "at least 1"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, "text or json"},
+		{"bad log level", []string{"--log-level", "loud"}, nil, `--log-level "loud": want debug, info, warn or error`},
 		{"unknown model", []string{"--model", "gpt"}, nil, "want sim or openai"},
 		{"openai without a key", []string{"--model", "openai"}, nil, "OPENAI_API_KEY"},
 	}
@@ -196,6 +198,28 @@ func TestFlags(t *testing.T) {
 				func(k string) string { return tt.env[k] }, &strings.Builder{}, &strings.Builder{})
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("run: %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The startup line names a URL a person can open, localhost when Baton
+// listens on every interface.
+func TestOpenableAddr(t *testing.T) {
+	tests := []struct {
+		name string
+		addr *net.TCPAddr
+		want string
+	}{
+		{"every IPv4 interface", &net.TCPAddr{IP: net.IPv4zero, Port: 8080}, "localhost:8080"},
+		{"every IPv6 interface", &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, "localhost:8080"},
+		{"loopback", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}, "127.0.0.1:9"},
+		{"IPv6 loopback", &net.TCPAddr{IP: net.IPv6loopback, Port: 9}, "[::1]:9"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := openableAddr(tt.addr); got != tt.want {
+				t.Errorf("openableAddr(%v) = %q, want %q", tt.addr, got, tt.want)
 			}
 		})
 	}
