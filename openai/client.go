@@ -142,19 +142,28 @@ func (c *Client) request(msgs []goopenai.ChatCompletionMessage) goopenai.ChatCom
 	return req
 }
 
+// completion is what one streamed completion produced.
+type completion struct {
+	text  string
+	calls []solver.ToolCall
+	usage wsproto.Usage
+}
+
 // stream runs one streamed completion, calling onText with each piece of
-// content, and returns the whole text and the usage. Every error it
-// returns is a *failure.Error, or ctx's error when ctx is done.
-func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest, onText func(string)) (string, wsproto.Usage, error) {
+// content, and returns the whole text, the tool calls gathered from their
+// deltas, and the usage. Every error it returns is a *failure.Error, or
+// ctx's error when ctx is done.
+func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest, onText func(string)) (completion, error) {
 	slot := &retryAfter{}
 	ctx = context.WithValue(ctx, retryAfterKey{}, slot)
+	var out completion
 	s, err := c.api.CreateChatCompletionStream(ctx, req)
 	if err != nil {
-		return "", wsproto.Usage{}, classify(ctx, err, slot.d)
+		return out, classify(ctx, err, slot.d)
 	}
 	defer s.Close()
 	var text strings.Builder
-	var usage wsproto.Usage
+	var args []strings.Builder // per tool call, by index
 	finished := false
 	for {
 		resp, err := s.Recv()
@@ -162,10 +171,11 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 			break
 		}
 		if err != nil {
-			return text.String(), usage, classify(ctx, err, slot.d)
+			out.text = text.String()
+			return out, classify(ctx, err, slot.d)
 		}
 		if resp.Usage != nil {
-			usage = wsproto.Usage{PromptTokens: resp.Usage.PromptTokens,
+			out.usage = wsproto.Usage{PromptTokens: resp.Usage.PromptTokens,
 				CompletionTokens: resp.Usage.CompletionTokens, TotalTokens: resp.Usage.TotalTokens}
 		}
 		for _, ch := range resp.Choices {
@@ -173,18 +183,52 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 				text.WriteString(ch.Delta.Content)
 				onText(ch.Delta.Content)
 			}
+			for _, d := range ch.Delta.ToolCalls {
+				// A call's first delta has its id and name; the
+				// arguments follow in pieces. A server that sends no
+				// index starts each call with its id.
+				i := len(out.calls) - 1
+				switch {
+				case d.Index != nil:
+					i = *d.Index
+				case d.ID != "" || i < 0:
+					i = len(out.calls)
+				}
+				if i < 0 || i > len(out.calls) || i >= maxToolCalls {
+					return out, &failure.Error{Type: failure.Validation, Err: fmt.Errorf("the model sent tool call number %d out of order", i)}
+				}
+				if i == len(out.calls) {
+					out.calls = append(out.calls, solver.ToolCall{})
+					args = append(args, strings.Builder{})
+				}
+				if d.ID != "" {
+					out.calls[i].ID = d.ID
+				}
+				out.calls[i].Name += d.Function.Name
+				args[i].WriteString(d.Function.Arguments)
+			}
 			if ch.FinishReason != "" {
 				finished = true
 			}
 		}
 	}
+	out.text = text.String()
+	for i := range out.calls {
+		out.calls[i].Arguments = args[i].String()
+		if out.calls[i].ID == "" {
+			out.calls[i].ID = fmt.Sprintf("call_%d", i)
+		}
+	}
 	if !finished {
 		// Every OpenAI-compatible server ends a complete stream with a
 		// finish_reason; a stream that stops without one was cut.
-		return text.String(), usage, &failure.Error{Type: failure.Network, Err: errors.New("the stream ended before the completion finished")}
+		return out, &failure.Error{Type: failure.Network, Err: errors.New("the stream ended before the completion finished")}
 	}
-	return text.String(), usage, nil
+	return out, nil
 }
+
+// maxToolCalls bounds the tool calls of one reply.
+const maxToolCalls = 64
 
 // classify maps an error of a call to the endpoint into a *failure.Error
 // (§ error mapping in docs/protocol.md): 429 → rate_limit with the

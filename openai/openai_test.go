@@ -2,8 +2,10 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/baton-run/baton/openai/openaitest"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/tool"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -118,7 +121,7 @@ func TestPlanUnusableIsValidationAndFeedbackIsSent(t *testing.T) {
 	}
 }
 
-func TestSolveStreamsCoalescedProgress(t *testing.T) {
+func TestTurnStreamsCoalescedProgress(t *testing.T) {
 	answer := strings.Repeat("token ", 40)
 	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {
 		stream(w, split(answer, 6)...)
@@ -134,24 +137,21 @@ func TestSolveStreamsCoalescedProgress(t *testing.T) {
 		msg string
 	}
 	var reports []report
-	in := solver.Input{Request: "req", PlanSummary: "plan", Attempt: 1,
-		Task:         wsproto.Task{ID: "c", Title: "Combine", Description: "desc", DependsOn: []string{"a"}},
-		Tasks:        []solver.TaskStatus{{Task: wsproto.Task{ID: "a", Title: "First"}, Status: "completed"}, {Task: wsproto.Task{ID: "c", Title: "Combine"}, Status: "running"}},
-		Dependencies: map[string]string{"a": strings.Repeat("long result ", 5000)},
-	}
-	res, err := c.Solve(t.Context(), in, func(f float64, msg string) { reports = append(reports, report{f, msg}) })
+	turn := &solver.Turn{Round: 2, MaxRounds: 4, Messages: []solver.Message{
+		{Role: solver.RoleSystem, Content: "sys"}, {Role: solver.RoleUser, Content: "task"}}}
+	res, err := c.Turn(t.Context(), turn, func(f float64, msg string) { reports = append(reports, report{f, msg}) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Text != answer || res.Usage.TotalTokens != 18 {
-		t.Errorf("result %q usage %+v", res.Text, res.Usage)
+	if res.Text != answer || len(res.ToolCalls) != 0 || res.Usage.TotalTokens != 18 {
+		t.Errorf("reply %+v", res)
 	}
 	var joined strings.Builder
 	last := 0.0
-	for _, r := range reports {
+	for i, r := range reports {
 		joined.WriteString(r.msg)
-		if r.f < last || r.f > 1 {
-			t.Errorf("progress %v after %v", r.f, last)
+		if r.f < last || r.f > 1 || (i < len(reports)-1 && (r.f < 0.25 || r.f >= 0.5)) {
+			t.Errorf("progress %v after %v: round 2 of 4 reports within [0.25, 0.5), then 1", r.f, last)
 		}
 		last = r.f
 	}
@@ -164,14 +164,49 @@ func TestSolveStreamsCoalescedProgress(t *testing.T) {
 	if last != 1 {
 		t.Errorf("last progress %v, want 1", last)
 	}
-	prompt := f.seen()[0].Text()
-	for _, want := range []string{"req", "plan", "[completed] a: First", "[running] c: Combine", "Your task: c — Combine", "[…]"} {
-		if !strings.Contains(prompt, want) {
-			t.Errorf("prompt lacks %q", want)
-		}
+	req := f.seen()[0]
+	if len(req.Messages) != 2 || req.Messages[0].Role != "system" || req.Messages[0].Content != "sys" ||
+		req.Messages[1].Role != "user" || req.Messages[1].Content != "task" || len(req.Tools) != 0 {
+		t.Errorf("request %+v: want the two messages as given and no tools", req)
 	}
-	if len(prompt) > 20000 {
-		t.Errorf("prompt of %d bytes: the dependency result was not truncated", len(prompt))
+}
+
+func TestTurnToolCalls(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {
+		openaitest.ToolCalls(w, 5,
+			openaitest.Call{ID: "call_a", Name: "read_file", Arguments: `{"path":"notes/today.md","limit":100}`},
+			openaitest.Call{ID: "call_b", Name: "todo_update", Arguments: `{"id":"1","status":"completed"}`})
+	})
+	turn := &solver.Turn{Round: 2, MaxRounds: 8,
+		Tools: []tool.Spec{{Name: "read_file", Description: "reads", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+			{Name: "bare", Description: "no schema"}},
+		Messages: []solver.Message{
+			{Role: solver.RoleSystem, Content: "sys"},
+			{Role: solver.RoleUser, Content: "task"},
+			{Role: solver.RoleAssistant, ToolCalls: []solver.ToolCall{{ID: "call_0", Name: "list_files", Arguments: "{}"}}},
+			{Role: solver.RoleTool, ToolCallID: "call_0", Content: "notes/"},
+		}}
+	var progressed int
+	reply, err := f.client(t).Turn(t.Context(), turn, func(float64, string) { progressed++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []solver.ToolCall{
+		{ID: "call_a", Name: "read_file", Arguments: `{"path":"notes/today.md","limit":100}`},
+		{ID: "call_b", Name: "todo_update", Arguments: `{"id":"1","status":"completed"}`},
+	}
+	if !slices.Equal(reply.ToolCalls, want) || reply.Text != "" || reply.Usage.TotalTokens != 18 {
+		t.Errorf("reply %+v, want calls %+v", reply, want)
+	}
+	req := f.seen()[0]
+	if len(req.Tools) != 2 || req.Tools[0].Function.Name != "read_file" || !strings.Contains(string(req.Tools[0].Function.Parameters), `"path"`) ||
+		req.Tools[1].Function.Name != "bare" || !strings.Contains(string(req.Tools[1].Function.Parameters), `"object"`) {
+		t.Errorf("tools sent: %+v", req.Tools)
+	}
+	m := req.Messages
+	if len(m) != 4 || len(m[2].ToolCalls) != 1 || m[2].ToolCalls[0].ID != "call_0" || m[2].ToolCalls[0].Function.Name != "list_files" ||
+		m[3].Role != "tool" || m[3].ToolCallID != "call_0" || m[3].Content != "notes/" {
+		t.Errorf("messages sent: %+v", m)
 	}
 }
 
@@ -242,7 +277,7 @@ func TestErrorMapping(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tt.ctxTimeout)
 				defer cancel()
 			}
-			_, err := f.client(t).Solve(ctx, solver.Input{Task: wsproto.Task{ID: "a", Title: "A"}}, func(float64, string) {})
+			_, err := f.client(t).Turn(ctx, &solver.Turn{}, func(float64, string) {})
 			var fe *failure.Error
 			if !errors.As(err, &fe) {
 				t.Fatalf("error %v (%T) is not a *failure.Error", err, err)
@@ -256,7 +291,7 @@ func TestErrorMapping(t *testing.T) {
 		f := newFake(t, func(http.ResponseWriter, *http.Request, chatRequest) {})
 		c := f.client(t)
 		f.Close()
-		_, err := c.Solve(t.Context(), solver.Input{}, func(float64, string) {})
+		_, err := c.Turn(t.Context(), &solver.Turn{}, func(float64, string) {})
 		if got := failure.Classify(err).Type; got != failure.Network {
 			t.Errorf("type %s (err %v), want network", got, err)
 		}
@@ -276,13 +311,13 @@ func TestCancelClosesTheUpstreamRequest(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.client(t).Solve(ctx, solver.Input{}, func(float64, string) {})
+		_, err := f.client(t).Turn(ctx, &solver.Turn{}, func(float64, string) {})
 		done <- err
 	}()
 	<-started
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Solve returned %v, want context.Canceled", err)
+		t.Errorf("Turn returned %v, want context.Canceled", err)
 	}
 	select {
 	case <-upstreamGone:

@@ -72,7 +72,7 @@ func (c *Client) Plan(ctx context.Context, req planner.Request, step func(string
 		}
 		steps := 0
 		var text strings.Builder
-		out, usage, err := c.stream(ctx, r, func(piece string) {
+		out, err := c.stream(ctx, r, func(piece string) {
 			text.WriteString(piece)
 			for _, m := range titleField.FindAllStringSubmatch(text.String(), -1)[steps:] {
 				steps++
@@ -86,11 +86,11 @@ func (c *Client) Plan(ctx context.Context, req planner.Request, step func(string
 		if err != nil {
 			return planner.Plan{}, err
 		}
-		plan, perr := parsePlan(out)
+		plan, perr := parsePlan(out.text)
 		if perr != nil {
 			return planner.Plan{}, &failure.Error{Type: failure.Validation, Err: perr}
 		}
-		plan.Usage = usage
+		plan.Usage = out.usage
 		step(fmt.Sprintf("Checked the plan: %d tasks", len(plan.Tasks)))
 		return plan, nil
 	}

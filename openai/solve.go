@@ -2,8 +2,8 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -14,57 +14,59 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-const solveSystem = `You are one worker of a task pipeline. You are given the user's request, the
-plan, every task with its status, and the results of the tasks yours depends on. Do only your
-task, and reply with its result.`
-
-// Solve implements solver.Model: one streamed completion whose prompt
-// carries the request, the plan summary, the whole task list with each
-// task's status, and the dependencies' results truncated to the budget.
-// Streamed text becomes progress reports, at most one per
+// Turn implements solver.Model: one streamed completion of a round of the
+// agent loop, with the round's tools offered as functions. The solver
+// builds the conversation (system prompt, task, earlier rounds); Turn maps
+// it onto chat messages, streams the reply, and gathers tool calls from
+// their deltas. Streamed text becomes progress reports, at most one per
 // ProgressInterval, each with the text since the previous one.
-func (c *Client) Solve(ctx context.Context, in solver.Input, progress func(float64, string)) (solver.Result, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Request:\n%s\n\nPlan: %s\n\nTasks:\n", in.Request, in.PlanSummary)
-	for _, t := range in.Tasks {
-		fmt.Fprintf(&b, "- [%s] %s: %s", t.Status, t.Task.ID, t.Task.Title)
-		if len(t.Task.DependsOn) > 0 {
-			fmt.Fprintf(&b, " (after %s)", strings.Join(t.Task.DependsOn, ", "))
+func (c *Client) Turn(ctx context.Context, t *solver.Turn, progress func(float64, string)) (solver.Reply, error) {
+	req := c.request(chatMessages(t.Messages))
+	for _, spec := range t.Tools {
+		params := spec.InputSchema
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		b.WriteByte('\n')
+		req.Tools = append(req.Tools, goopenai.Tool{Type: goopenai.ToolTypeFunction, Function: &goopenai.FunctionDefinition{
+			Name: spec.Name, Description: spec.Description, Parameters: params}})
 	}
-	if len(in.Dependencies) > 0 {
-		b.WriteString("\nResults of the tasks yours depends on:\n")
-		ids := make([]string, 0, len(in.Dependencies))
-		for id := range in.Dependencies {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		each := c.cfg.ResultBudget / len(ids)
-		for _, id := range ids {
-			fmt.Fprintf(&b, "### %s\n%s\n", id, truncate(in.Dependencies[id], each))
-		}
-	}
-	fmt.Fprintf(&b, "\nYour task: %s — %s\n%s\n", in.Task.ID, in.Task.Title, in.Task.Description)
-
+	// Progress runs through the rounds: round r of n reports within
+	// [(r-1)/n, r/n), by the text streamed against what a full reply
+	// would hold.
+	rounds := float64(max(t.MaxRounds, 1))
+	base := float64(t.Round-1) / rounds
 	expect := float64(c.cfg.MaxOutputTokens) * 4 // bytes, at ~4 bytes a token
 	seen := 0
 	co := &coalescer{interval: c.cfg.ProgressInterval, now: c.now}
 	co.emit = func(text string) {
-		progress(min(float64(seen)/expect, 0.95), text)
+		progress(min(base+float64(seen)/expect/rounds, 0.95), text)
 	}
-	text, usage, err := c.stream(ctx, c.request([]goopenai.ChatCompletionMessage{
-		{Role: goopenai.ChatMessageRoleSystem, Content: solveSystem},
-		{Role: goopenai.ChatMessageRoleUser, Content: b.String()},
-	}), func(piece string) {
+	out, err := c.stream(ctx, req, func(piece string) {
 		seen += len(piece)
 		co.add(piece)
 	})
 	if err != nil {
-		return solver.Result{}, err
+		return solver.Reply{Usage: out.usage}, err
 	}
-	progress(1, co.rest()) // the last report says done, with any text not yet reported
-	return solver.Result{Text: text, Usage: usage}, nil
+	if len(out.calls) == 0 {
+		progress(1, co.rest()) // the answer: done, with any text not yet reported
+	} else {
+		co.flush()
+	}
+	return solver.Reply{Text: out.text, ToolCalls: out.calls, Usage: out.usage}, nil
+}
+
+// chatMessages maps the loop's conversation onto chat messages.
+func chatMessages(msgs []solver.Message) []goopenai.ChatCompletionMessage {
+	out := make([]goopenai.ChatCompletionMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = goopenai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		for _, call := range m.ToolCalls {
+			out[i].ToolCalls = append(out[i].ToolCalls, goopenai.ToolCall{ID: call.ID, Type: goopenai.ToolTypeFunction,
+				Function: goopenai.FunctionCall{Name: call.Name, Arguments: call.Arguments}})
+		}
+	}
+	return out
 }
 
 const aggregateSystem = `You write the final answer of a task pipeline. You are given the user's
@@ -88,7 +90,7 @@ func (c *Client) Aggregate(ctx context.Context, in aggregator.Input, stream func
 		b.WriteString("\n\n")
 	}
 	co := &coalescer{interval: c.cfg.ProgressInterval, now: c.now, emit: stream}
-	text, usage, err := c.stream(ctx, c.request([]goopenai.ChatCompletionMessage{
+	out, err := c.stream(ctx, c.request([]goopenai.ChatCompletionMessage{
 		{Role: goopenai.ChatMessageRoleSystem, Content: aggregateSystem},
 		{Role: goopenai.ChatMessageRoleUser, Content: b.String()},
 	}), co.add)
@@ -96,7 +98,7 @@ func (c *Client) Aggregate(ctx context.Context, in aggregator.Input, stream func
 		return aggregator.Output{}, err
 	}
 	co.flush()
-	return aggregator.Output{Summary: text, Answer: text, Usage: usage}, nil
+	return aggregator.Output{Summary: out.text, Answer: out.text, Usage: out.usage}, nil
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.

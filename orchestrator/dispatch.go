@@ -92,6 +92,16 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
 				Message: `a task_failed confirmation needs "action": "retry", "skip" or "abort"`}
 		}
+	case wsproto.ConfirmTool:
+		if resp.Approved == nil {
+			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
+				Message: `a tool_confirm confirmation needs "approved": true or false`}
+		}
+	case wsproto.ConfirmInput:
+		if resp.Text == nil {
+			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
+				Message: `an input_request confirmation needs "text": the answer`}
+		}
 	}
 	sess.closeConfirmLocked(resp.StepID)
 	c.answer <- resp

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -256,11 +257,7 @@ func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task,
 // openConfirm registers a confirmation and emits its agent.user_confirm in
 // one step, so no answer can arrive for a step_id the session does not know.
 func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout time.Duration) *confirm {
-	prefix := "confirm_plan_"
-	if meta.Kind == wsproto.ConfirmTaskFailed {
-		prefix = "confirm_task_"
-	}
-	c := &confirm{stepID: prefix + uuid.NewString(), kind: meta.Kind, run: r, answer: make(chan *wsproto.Response, 1)}
+	c := &confirm{stepID: confirmPrefix[meta.Kind] + uuid.NewString(), kind: meta.Kind, run: r, answer: make(chan *wsproto.Response, 1)}
 	meta.RunID, meta.StepID = r.id, c.stepID
 	meta.ExpiresAt = time.Now().Add(timeout).UTC()
 	r.sess.mu.Lock()
@@ -268,6 +265,15 @@ func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout tim
 	r.sess.emitLocked(wsproto.EventUserConfirm, c.stepID, content, meta)
 	r.sess.mu.Unlock()
 	return c
+}
+
+// confirmPrefix begins the step_id of each kind of confirmation, so a log
+// or a person reading frames can tell them apart.
+var confirmPrefix = map[string]string{
+	wsproto.ConfirmPlan:       "confirm_plan_",
+	wsproto.ConfirmTaskFailed: "confirm_task_",
+	wsproto.ConfirmTool:       "confirm_tool_",
+	wsproto.ConfirmInput:      "confirm_input_",
 }
 
 var errExpired = errors.New("confirmation expired")
@@ -309,6 +315,7 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 		TaskTimeout: opts.TaskTimeout,
 		Request:     r.request,
 		PlanSummary: summary,
+		Loop:        opts.Loop,
 	})
 	r.sess.mu.Lock()
 	r.sess.state.BeginSolving(r.id, r.request, tasks)
@@ -447,4 +454,56 @@ func (e taskEvents) Cancelled(id, reason string) {
 func (e taskEvents) Skipped(id, dependency string) {
 	e.r.emit(wsproto.EventSolverSkipped, "Skipped "+id, &wsproto.SolverSkipped{
 		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonDependencyFailed, Dependency: dependency})
+}
+
+func (e taskEvents) ToolCall(m *wsproto.ToolCall) {
+	m.RunID = e.r.id
+	e.r.sess.emit(wsproto.EventToolCall, m.StepID, "Calling "+m.Tool, m)
+}
+
+func (e taskEvents) ToolResult(m *wsproto.ToolResult) {
+	m.RunID = e.r.id
+	content := m.Tool + " answered"
+	if !m.OK {
+		content = m.Tool + " failed"
+	}
+	e.r.sess.emit(wsproto.EventToolResult, m.StepID, content, m)
+}
+
+func (e taskEvents) TodoUpdated(m *wsproto.TodoUpdated) {
+	m.RunID = e.r.id
+	e.r.emit(wsproto.EventTodoUpdated, "Todo list of "+m.TaskID, m)
+}
+
+func (e taskEvents) TodoItemProgress(m *wsproto.TodoItemProgress) {
+	m.RunID = e.r.id
+	e.r.emit(wsproto.EventTodoItemProgress, m.Item.Content+": "+m.Item.Status, m)
+}
+
+func (e taskEvents) TodoCompleted(m *wsproto.TodoCompleted) {
+	m.RunID = e.r.id
+	e.r.emit(wsproto.EventTodoCompleted, "Todo list of "+m.TaskID+" completed", m)
+}
+
+// ConfirmTool asks the user to approve a call of a tool that changes the
+// world (kind tool_confirm). Declined or expired is false.
+func (e taskEvents) ConfirmTool(ctx context.Context, id, tool string, args json.RawMessage) bool {
+	timeout := e.r.sess.srv.opts.ConfirmTimeout
+	c := e.r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmTool, TaskID: id, Tool: tool, Arguments: args},
+		"Allow "+tool+"?", timeout)
+	answer, err := e.r.await(ctx, c, timeout, nil)
+	return err == nil && *answer.Approved
+}
+
+// AskUser asks the user a question for a task (kind input_request); ok is
+// false when it expired or the task ended first.
+func (e taskEvents) AskUser(ctx context.Context, id, question, context string) (string, bool) {
+	timeout := e.r.sess.srv.opts.ConfirmTimeout
+	c := e.r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmInput, TaskID: id, Question: question, Context: context},
+		question, timeout)
+	answer, err := e.r.await(ctx, c, timeout, nil)
+	if err != nil {
+		return "", false
+	}
+	return *answer.Text, true
 }

@@ -58,6 +58,11 @@ type Options struct {
 	// written before it is closed as too slow (1013). Defaults to
 	// BufferSize + 64, so a full-ring replay always fits.
 	SendQueue int
+	// Loop tunes each task's agent loop: the tools offered (besides the
+	// built-in todo_write, todo_update and ask_user), rounds, budgets and
+	// the todo tracking thresholds. Its zero value is the solver's
+	// defaults.
+	Loop solver.Loop
 	// NewRing makes a session's ring. Defaults to buffer.NewMemory.
 	NewRing func(capacity int) buffer.Ring
 	// Logger receives the server's logs. Defaults to slog.Default().

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/tool"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -20,6 +24,26 @@ type Run struct {
 
 	cancels chan cancelRequest
 	done    chan struct{} // closed when Execute returns
+
+	// answersMu guards answers: what the user answered during the run,
+	// which every later prompt carries.
+	answersMu sync.Mutex
+	answers   []Answer
+}
+
+// AddAnswer records an answer of the user's; every model turn that begins
+// after it carries it. Safe for concurrent use.
+func (r *Run) AddAnswer(a Answer) {
+	r.answersMu.Lock()
+	defer r.answersMu.Unlock()
+	r.answers = append(r.answers, a)
+}
+
+// Answers returns the user's answers so far, oldest first.
+func (r *Run) Answers() []Answer {
+	r.answersMu.Lock()
+	defer r.answersMu.Unlock()
+	return slices.Clone(r.answers)
 }
 
 type cancelRequest struct {
@@ -29,9 +53,7 @@ type cancelRequest struct {
 
 // New prepares a run of a task list that has passed wsproto.ValidateTasks.
 func New(tasks []wsproto.Task, model Model, events Events, opts Options) *Run {
-	if opts.MaxParallel <= 0 {
-		opts.MaxParallel = 4
-	}
+	opts.withDefaults()
 	return &Run{
 		tasks:   tasks,
 		model:   model,
@@ -93,6 +115,29 @@ type scheduler struct {
 	usage    wsproto.Usage
 	outcomes chan outcome
 	answers  chan decided
+
+	// The agent loop's state. todos[i] is task i's todo list, touched
+	// only by the task's goroutine (handed over through the channels that
+	// start and end it). specs are the offered tools' specs. view is the
+	// task list with statuses as of the scheduler's last step, for the
+	// prompts of rounds running meanwhile.
+	todos []*todoList
+	specs []tool.Spec
+	view  atomic.Pointer[[]TaskStatus]
+
+	// A task waiting on the user gives its parallel slot back (slots,
+	// release) and asks for it again when the answer is in; resumes are the
+	// tasks waiting for a slot again, served before new starts. holding[i]
+	// says whether task i holds a slot now.
+	slots   chan slotRequest
+	resumes []slotRequest
+	holding []bool
+}
+
+type slotRequest struct {
+	index   int
+	release bool
+	grant   chan struct{} // cap 1; when !release
 }
 
 // Execute runs the tasks until every one is terminal or ctx is done, and
@@ -114,6 +159,15 @@ func (r *Run) Execute(ctx context.Context) Report {
 		errs:     make(map[string]string),
 		outcomes: make(chan outcome, n),
 		answers:  make(chan decided, n),
+		todos:    make([]*todoList, n),
+		slots:    make(chan slotRequest),
+		holding:  make([]bool, n),
+	}
+	for i := range s.todos {
+		s.todos[i] = newTodoList(r.opts.Loop.TodoCompleteAfter, r.opts.Loop.TodoBlockAfter)
+	}
+	for _, t := range r.opts.Loop.Tools.All() {
+		s.specs = append(s.specs, t.Spec())
 	}
 	for i, t := range r.tasks {
 		s.index[t.ID] = i
@@ -135,6 +189,13 @@ func (r *Run) Execute(ctx context.Context) Report {
 		if !stopping && ctx.Err() != nil {
 			stopping = true
 		}
+		for len(s.resumes) > 0 && s.running < r.opts.MaxParallel {
+			req := s.resumes[0]
+			s.resumes = s.resumes[1:]
+			s.running++
+			s.holding[req.index] = true
+			req.grant <- struct{}{}
+		}
 		for !stopping && s.running < r.opts.MaxParallel && len(s.ready) > 0 {
 			i := s.ready[0]
 			s.ready = s.ready[1:]
@@ -142,6 +203,8 @@ func (r *Run) Execute(ctx context.Context) Report {
 				s.start(ctx, i)
 			}
 		}
+		view := s.snapshot()
+		s.view.Store(&view)
 		if s.busy == 0 && (stopping || len(s.ready) == 0) {
 			break
 		}
@@ -152,9 +215,16 @@ func (r *Run) Execute(ctx context.Context) Report {
 		select {
 		case o := <-s.outcomes:
 			s.busy--
-			s.running--
+			s.release(o.index)
+			s.resumes = slices.DeleteFunc(s.resumes, func(q slotRequest) bool { return q.index == o.index })
 			s.stops[o.index] = nil
 			s.finish(ctx, o)
+		case req := <-s.slots:
+			if req.release {
+				s.release(req.index)
+			} else {
+				s.resumes = append(s.resumes, req)
+			}
 		case a := <-s.answers:
 			s.busy--
 			s.stops[a.index] = nil
@@ -175,6 +245,7 @@ func (s *scheduler) start(ctx context.Context, i int) {
 	s.status[i] = wsproto.TaskRunning
 	s.busy++
 	s.running++
+	s.holding[i] = true
 	tctx, stop := context.WithCancelCause(ctx)
 	s.stops[i] = stop
 	in := Input{
@@ -192,6 +263,38 @@ func (s *scheduler) start(ctx context.Context, i int) {
 		defer stop(nil)
 		s.outcomes <- s.execute(tctx, i, in, first)
 	}()
+}
+
+// release gives task i's parallel slot back, if it holds one.
+func (s *scheduler) release(i int) {
+	if s.holding[i] {
+		s.holding[i] = false
+		s.running--
+	}
+}
+
+// waitingOnUser runs wait, which waits for the user, with task i's
+// parallel slot given back meanwhile, and takes a slot again before it
+// returns — unless ctx is done, when the task is ending anyway. It runs on
+// the task's goroutine.
+func (s *scheduler) waitingOnUser(ctx context.Context, i int, wait func()) {
+	select {
+	case s.slots <- slotRequest{index: i, release: true}:
+	case <-ctx.Done():
+		wait()
+		return
+	}
+	wait()
+	req := slotRequest{index: i, grant: make(chan struct{}, 1)}
+	select {
+	case s.slots <- req:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-req.grant:
+	case <-ctx.Done():
+	}
 }
 
 // execute runs one retry budget of a task, starting at execution number
@@ -238,7 +341,7 @@ func (s *scheduler) once(ctx context.Context, in Input) (Result, error) {
 		defer cancel()
 	}
 	last := 0.0
-	result, err := s.model.Solve(ectx, in, func(f float64, msg string) {
+	result, err := s.agent(ectx, in, func(f float64, msg string) {
 		if f != f { // NaN
 			f = last
 		}

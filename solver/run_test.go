@@ -2,6 +2,7 @@ package solver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,6 +30,9 @@ type recorder struct {
 	asked     chan string   // receives the task id of each Decide
 	retrying  chan string   // receives the task id of each Retrying
 	started   chan string   // receives the task id of each Started
+
+	approve bool                                                          // ConfirmTool's answer
+	answer  func(ctx context.Context, id, question string) (string, bool) // AskUser's; nil: no answer
 }
 
 func (r *recorder) log(format string, args ...any) {
@@ -86,6 +90,32 @@ func (r *recorder) Decide(ctx context.Context, id string, _ error) Decision {
 }
 func (r *recorder) Cancelled(id, reason string) { r.log("cancelled %s %s", id, reason) }
 func (r *recorder) Skipped(id, dep string)      { r.log("skipped %s %s", id, dep) }
+func (r *recorder) ToolCall(m *wsproto.ToolCall) {
+	r.log("tool_call %s %d %d %s %s", m.TaskID, m.Attempt, m.Round, m.Tool, m.Arguments)
+}
+func (r *recorder) ToolResult(m *wsproto.ToolResult) {
+	r.log("tool_result %s %d %d %s %t %q", m.TaskID, m.Attempt, m.Round, m.Tool, m.OK, m.Result)
+}
+func (r *recorder) TodoUpdated(m *wsproto.TodoUpdated) {
+	r.log("todo.updated %s v%d %d items", m.TaskID, m.Version, len(m.Items))
+}
+func (r *recorder) TodoItemProgress(m *wsproto.TodoItemProgress) {
+	r.log("todo.item_progress %s v%d %s %s %d", m.TaskID, m.Version, m.Item.ID, m.Item.Status, m.Item.ToolCalls)
+}
+func (r *recorder) TodoCompleted(m *wsproto.TodoCompleted) {
+	r.log("todo.completed %s v%d", m.TaskID, m.Version)
+}
+func (r *recorder) ConfirmTool(ctx context.Context, id, tool string, args json.RawMessage) bool {
+	r.log("confirm %s %s", id, tool)
+	return r.approve
+}
+func (r *recorder) AskUser(ctx context.Context, id, question, _ string) (string, bool) {
+	r.log("ask %s %s", id, question)
+	if r.answer == nil {
+		return "", false
+	}
+	return r.answer(ctx, id, question)
+}
 
 func (r *recorder) events() []string {
 	r.mu.Lock()
@@ -100,18 +130,18 @@ type fakeModel struct {
 	hold map[string]bool
 }
 
-func (m fakeModel) Solve(ctx context.Context, in Input, progress func(float64, string)) (Result, error) {
+func (m fakeModel) Turn(ctx context.Context, in *Turn, progress func(float64, string)) (Reply, error) {
 	if m.hold[in.Task.ID] {
 		<-ctx.Done()
-		return Result{}, ctx.Err()
+		return Reply{}, ctx.Err()
 	}
 	var typ string
 	var n int
 	if _, err := fmt.Sscanf(in.Task.Description, "fail:%s %d", &typ, &n); err == nil && in.Attempt <= n {
-		return Result{}, &failure.Error{Type: typ, Err: errors.New("fake failure")}
+		return Reply{}, &failure.Error{Type: typ, Err: errors.New("fake failure")}
 	}
 	progress(1, "done")
-	return Result{Text: "result of " + in.Task.ID, Usage: wsproto.Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}}, nil
+	return Reply{Text: "result of " + in.Task.ID, Usage: wsproto.Usage{PromptTokens: 2, CompletionTokens: 1, TotalTokens: 3}}, nil
 }
 
 func task(id string, deps ...string) wsproto.Task {
@@ -395,11 +425,20 @@ func (nopEvents) GaveUp(string, int, error)                      {}
 func (nopEvents) Decide(context.Context, string, error) Decision { return Skip }
 func (nopEvents) Cancelled(string, string)                       {}
 func (nopEvents) Skipped(string, string)                         {}
+func (nopEvents) ToolCall(*wsproto.ToolCall)                     {}
+func (nopEvents) ToolResult(*wsproto.ToolResult)                 {}
+func (nopEvents) TodoUpdated(*wsproto.TodoUpdated)               {}
+func (nopEvents) TodoItemProgress(*wsproto.TodoItemProgress)     {}
+func (nopEvents) TodoCompleted(*wsproto.TodoCompleted)           {}
+func (nopEvents) ConfirmTool(context.Context, string, string, json.RawMessage) bool {
+	return false
+}
+func (nopEvents) AskUser(context.Context, string, string, string) (string, bool) { return "", false }
 
 type instant struct{}
 
-func (instant) Solve(context.Context, Input, func(float64, string)) (Result, error) {
-	return Result{Text: "ok"}, nil
+func (instant) Turn(context.Context, *Turn, func(float64, string)) (Reply, error) {
+	return Reply{Text: "ok"}, nil
 }
 
 // BenchmarkScheduler50 measures the scheduler's overhead per task: a

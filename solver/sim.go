@@ -2,7 +2,9 @@ package solver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -12,15 +14,20 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// Sim is the simulated model: no network, no key. Each execution reports
-// progress in three steps and returns a result derived from the task and
-// its dependencies' results. In a task's description, [sim:sleep=<duration>]
-// sets how long an execution takes and [sim:fail=<error_type>*<n>] makes the
-// first n executions fail with that type after one step
-// ([sim:retry_after=<duration>] adds a Retry-After to the failure).
+// Sim is the simulated model: no network, no key. It runs the agent loop
+// deterministically (§12): in round 1 it writes a todo list of 2–3 items,
+// then calls the tools its task's description names ([sim:tool=NAME {json}],
+// one a round, in order), list_files once when a workspace is offered, and
+// ask_user for a [sim:ask=QUESTION]; then it marks the remaining items
+// completed with todo_update and answers, quoting each tool's result.
+//
+// Fault directives as in §9: [sim:sleep=<duration>] sets how long an
+// execution takes, [sim:fail=<error_type>*<n>] makes the first n executions
+// fail with that type after one step ([sim:retry_after=<duration>] adds a
+// Retry-After to the failure).
 type Sim struct {
-	// Delay paces the progress steps when no directive says otherwise.
-	// Defaults to 0.
+	// Delay paces each round when no directive says otherwise. Defaults
+	// to 0.
 	Delay time.Duration
 }
 
@@ -35,35 +42,114 @@ func (m *Sim) CheckTask(t wsproto.Task) []string {
 	return sim.Check(t.Description, sim.TaskDirectives)
 }
 
-const simSteps = 3
+// simQuote is how much of each tool result the simulated answer quotes.
+const simQuote = 200
 
-// Solve implements Model.
-func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string)) (Result, error) {
+// Turn implements Model.
+func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string)) (Reply, error) {
+	desc := t.Task.Description
+	work := simWork(t)
+	rounds := len(work) + 3 // todo_write, the work, todo_update, the answer
 	step := m.Delay
-	if d, ok := sim.Sleep(in.Task.Description); ok {
-		step = d / simSteps
+	if d, ok := sim.Sleep(desc); ok {
+		step = d / time.Duration(rounds)
 	}
-	messages := [simSteps]string{"Gathering material", "Working through it", "Checking the result"}
-	for i, msg := range messages {
-		if err := failure.Wait(ctx, step); err != nil {
-			return Result{}, err
-		}
-		if typ, n, ok := sim.Fail(in.Task.Description); ok && i == 0 && in.Attempt <= n {
-			return Result{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(in.Task.Description),
-				Err: fmt.Errorf("simulated failure of execution %d (the first %d fail)", in.Attempt, n)}
-		}
-		progress(float64(i+1)/simSteps, msg)
+	if err := failure.Wait(ctx, step); err != nil {
+		return Reply{}, err
 	}
+	if typ, n, ok := sim.Fail(desc); ok && t.Round == 1 && t.Attempt <= n {
+		return Reply{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(desc),
+			Err: fmt.Errorf("simulated failure of execution %d (the first %d fail)", t.Attempt, n)}
+	}
+	done := 0 // rounds of tool calls so far
+	for _, msg := range t.Messages {
+		if msg.Role == RoleAssistant && len(msg.ToolCalls) > 0 {
+			done++
+		}
+	}
+	var calls []ToolCall
+	if len(t.Tools) > 0 {
+		switch {
+		case done == 0:
+			calls = []ToolCall{simCall(t.Round, 0, todoWrite, map[string]any{"items": simTodo(t.Task)})}
+		case done <= len(work):
+			calls = []ToolCall{simCall(t.Round, 0, work[done-1].Name, work[done-1].Args)}
+		default:
+			for _, it := range t.Todo {
+				if it.Status != wsproto.TodoStatusCompleted {
+					calls = append(calls, simCall(t.Round, len(calls), todoUpdate,
+						map[string]any{"id": it.ID, "status": wsproto.TodoStatusCompleted}))
+				}
+			}
+		}
+	}
+	if len(calls) > 0 {
+		progress(min(float64(done+1)/float64(rounds), 0.95), "Calling "+calls[0].Name)
+		return Reply{ToolCalls: calls}, nil
+	}
+	progress(1, "Answering")
+	return Reply{Text: simAnswer(t)}, nil
+}
+
+// simWork is the tool calls the task's description asks for, then
+// list_files when a workspace is offered, then ask_user for a question.
+func simWork(t *Turn) []sim.ToolCall {
+	work, _ := sim.Tools(t.Task.Description)
+	for _, s := range t.Tools {
+		if s.Name == "list_files" {
+			work = append(work, sim.ToolCall{Name: "list_files", Args: json.RawMessage(`{}`)})
+		}
+	}
+	if q, ok := sim.Ask(t.Task.Description); ok {
+		args, _ := json.Marshal(map[string]string{"question": q})
+		work = append(work, sim.ToolCall{Name: "ask_user", Args: args})
+	}
+	return work
+}
+
+func simCall(round, k int, name string, args any) ToolCall {
+	raw, ok := args.(json.RawMessage)
+	if !ok {
+		raw, _ = json.Marshal(args)
+	}
+	return ToolCall{ID: fmt.Sprintf("call_%d_%d", round, k), Name: name, Arguments: string(raw)}
+}
+
+// simTodo is the task's todo list: 2 or 3 items, chosen by the task's id.
+func simTodo(task wsproto.Task) []map[string]string {
+	h := fnv.New32a()
+	h.Write([]byte(task.ID))
+	topic := sim.Topic(task.Title, 60)
+	items := []map[string]string{
+		{"id": "1", "content": "Gather material for " + topic},
+		{"id": "2", "content": "Work through " + topic},
+		{"id": "3", "content": "Check the result"},
+	}
+	return items[:2+h.Sum32()%2]
+}
+
+// simAnswer is the task's result: its topic, what it built on, and a quote
+// of every tool result other than the todo tools'.
+func simAnswer(t *Turn) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: done", sim.Topic(in.Task.Title, 80))
-	if len(in.Dependencies) > 0 {
-		deps := make([]string, 0, len(in.Dependencies))
-		for id := range in.Dependencies {
+	fmt.Fprintf(&b, "%s: done", sim.Topic(t.Task.Title, 80))
+	if len(t.Dependencies) > 0 {
+		deps := make([]string, 0, len(t.Dependencies))
+		for id := range t.Dependencies {
 			deps = append(deps, id)
 		}
 		sort.Strings(deps)
 		fmt.Fprintf(&b, ", building on %s", strings.Join(deps, ", "))
 	}
 	b.WriteString(".")
-	return Result{Text: b.String()}, nil
+	names := map[string]string{} // call id → tool
+	for _, msg := range t.Messages {
+		for _, c := range msg.ToolCalls {
+			names[c.ID] = c.Name
+		}
+		if name := names[msg.ToolCallID]; msg.Role == RoleTool && name != "" && !isTodoTool(name) {
+			fmt.Fprintf(&b, " %s: %q.", name, Truncate(msg.Content, simQuote))
+		}
+	}
+	return b.String()
 }

@@ -2,19 +2,14 @@ package solver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/tool"
 	"github.com/baton-run/baton/wsproto"
 )
-
-// Model executes one task. progress reports a fraction in [0, 1]
-// (non-decreasing within one call) and a short message; it must not block
-// for long. Solve returns promptly with ctx's error when ctx is done.
-type Model interface {
-	Solve(ctx context.Context, in Input, progress func(fraction float64, message string)) (Result, error)
-}
 
 // TaskChecker is an optional capability of a Model, found with a type
 // assertion: it refuses, before a run starts, tasks it could never run as
@@ -74,6 +69,21 @@ type Events interface {
 	Decide(ctx context.Context, taskID string, err error) Decision
 	Cancelled(taskID, reason string)
 	Skipped(taskID, dependency string)
+
+	// The agent loop's reports (§10), from the task's goroutine. The
+	// metadata comes without RunID, which the receiver knows.
+	ToolCall(m *wsproto.ToolCall)
+	ToolResult(m *wsproto.ToolResult)
+	TodoUpdated(m *wsproto.TodoUpdated)
+	TodoItemProgress(m *wsproto.TodoItemProgress)
+	TodoCompleted(m *wsproto.TodoCompleted)
+	// ConfirmTool asks the user to approve a call of a tool that changes
+	// the world (kind tool_confirm); false when declined, expired or ctx
+	// is done. It blocks like Decide.
+	ConfirmTool(ctx context.Context, taskID, tool string, arguments json.RawMessage) bool
+	// AskUser asks the user a question (kind input_request) and returns the
+	// answer; ok is false when none came (expired, or ctx done).
+	AskUser(ctx context.Context, taskID, question, context string) (answer string, ok bool)
 }
 
 // Decision is the user's answer for a task that gave up.
@@ -101,6 +111,52 @@ type Options struct {
 	// Request and PlanSummary are passed on to the model.
 	Request     string
 	PlanSummary string
+
+	// Loop tunes each execution's agent loop.
+	Loop Loop
+}
+
+// Loop tunes the agent loop (§10). The zero value is usable.
+type Loop struct {
+	// Tools are offered to every task besides the built-in ones
+	// (todo_write, todo_update, ask_user). Nil means none.
+	Tools *tool.Set
+	// MaxRounds bounds the model calls of one execution; the last round
+	// offers no tools. Defaults to 8.
+	MaxRounds int
+	// ToolResultLimit cuts a tool's result, in bytes. Defaults to 16 KiB.
+	ToolResultLimit int
+	// MaxContextBytes is the conversation's budget: past it the oldest
+	// tool results are elided. Defaults to 128 KiB.
+	MaxContextBytes int
+	// ToolTimeout bounds one tool call (not the user's answer to ask_user
+	// or to a tool confirmation). Defaults to 60s.
+	ToolTimeout time.Duration
+	// TodoCompleteAfter and TodoBlockAfter are the automatic tracking
+	// thresholds: successful calls that complete the active todo item, and
+	// consecutive failed ones that block it. Default to 3 and 2.
+	TodoCompleteAfter, TodoBlockAfter int
+}
+
+func (o *Options) withDefaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxParallel, 4)
+	l := &o.Loop
+	def(&l.MaxRounds, 8)
+	def(&l.ToolResultLimit, 16<<10)
+	def(&l.MaxContextBytes, 128<<10)
+	def(&l.TodoCompleteAfter, 3)
+	def(&l.TodoBlockAfter, 2)
+	if l.ToolTimeout <= 0 {
+		l.ToolTimeout = time.Minute
+	}
+	if l.Tools == nil {
+		l.Tools = &tool.Set{}
+	}
 }
 
 // ErrUnknownTask is returned by CancelTask for a task that is not in the

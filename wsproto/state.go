@@ -101,8 +101,19 @@ func (s *State) Apply(event string, meta any) {
 			t.Status, t.Attempt, t.Result, t.Error = TaskCompleted, m.Attempt, m.Result, ""
 		}
 	case SolverCancelled:
-		if t := s.task(m.RunID, m.TaskID); t != nil {
-			t.Status = TaskCancelled
+		if r := s.run(m.RunID); r != nil {
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.TaskID == m.TaskID })
+			if t := r.task(m.TaskID); t != nil {
+				t.Status = TaskCancelled
+			}
+		}
+	case ToolResult:
+		// A task asks one thing at a time: once a tool has answered, the
+		// task's tool_confirm or input_request is settled.
+		if r := s.run(m.RunID); r != nil {
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool {
+				return c.TaskID == m.TaskID && (c.Kind == ConfirmTool || c.Kind == ConfirmInput)
+			})
 		}
 	case SolverSkipped:
 		if t := s.task(m.RunID, m.TaskID); t != nil {

@@ -61,6 +61,7 @@ func TestHappyPath(t *testing.T) {
 	}
 	take(wsproto.EventUserConfirm)
 	done := map[string]bool{}
+	running := map[string]bool{}
 	progress := map[string]float64{}
 	for frames[i].Event != wsproto.EventAggregateStart {
 		f := frames[i]
@@ -68,6 +69,7 @@ func TestHappyPath(t *testing.T) {
 		switch f.Event {
 		case wsproto.EventSolverStart:
 			m := meta[wsproto.SolverStart](t, f)
+			running[m.TaskID] = true
 			for _, task := range plan.Tasks {
 				if task.ID == m.TaskID {
 					for _, d := range task.DependsOn {
@@ -84,7 +86,16 @@ func TestHappyPath(t *testing.T) {
 			}
 			progress[m.TaskID] = m.Progress
 		case wsproto.EventSolverCompleted:
-			done[meta[wsproto.SolverCompleted](t, f).TaskID] = true
+			id := meta[wsproto.SolverCompleted](t, f).TaskID
+			done[id], running[id] = true, false
+		case wsproto.EventToolCall, wsproto.EventToolResult, wsproto.EventTodoUpdated,
+			wsproto.EventTodoItemProgress, wsproto.EventTodoCompleted:
+			// The agent loop of a running task (checked in agent_test.go).
+			if id := meta[struct {
+				TaskID string `json:"task_id"`
+			}](t, f).TaskID; !running[id] {
+				t.Errorf("%s of %s, which is not running", f.Event, id)
+			}
 		default:
 			t.Fatalf("unexpected %s while solving", f.Event)
 		}

@@ -14,7 +14,7 @@ import (
 // The directives each kind of text may carry.
 var (
 	// TaskDirectives are read from a task's description by the solver.
-	TaskDirectives = []string{"fail", "sleep", "retry_after"}
+	TaskDirectives = []string{"fail", "sleep", "retry_after", "tool", "ask"}
 	// RequestDirectives are read from a user.message's text by the planner.
 	RequestDirectives = []string{"plan_fail", "retry_after"}
 )
@@ -28,6 +28,10 @@ var anyDirective = regexp.MustCompile(`\[sim:([^\]]*)\]`)
 // silently taken as no directive.
 func Check(text string, allowed []string) []string {
 	var probs []string
+	if slices.Contains(allowed, "tool") {
+		_, probs = Tools(text)
+		text = withoutTools(text)
+	}
 	for _, m := range anyDirective.FindAllStringSubmatch(text, -1) {
 		name, value, hasValue := strings.Cut(m[1], "=")
 		if !slices.Contains(allowed, name) {
@@ -56,6 +60,12 @@ func checkValue(name, value string) error {
 		}
 		if n, err := strconv.Atoi(count); found && (err != nil || n < 0) {
 			return fmt.Errorf("%q is not a count (a whole number ≥ 0 after '*')", count)
+		}
+	case "tool":
+		return fmt.Errorf("want [sim:tool=NAME {json arguments}]")
+	case "ask":
+		if strings.TrimSpace(value) == "" {
+			return fmt.Errorf("the question is empty")
 		}
 	case "sleep", "retry_after":
 		if d, err := time.ParseDuration(value); err != nil || d < 0 {

@@ -22,9 +22,24 @@ type Request struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
 	Messages []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
+		Role       string `json:"role"`
+		Content    string `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID       string `json:"id"`
+			Function struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		} `json:"tool_calls"`
 	} `json:"messages"`
+	// Tools are the functions offered, by name.
+	Tools []struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
 }
 
 // Text is every message's content, one per line.
@@ -91,6 +106,32 @@ func Stream(w http.ResponseWriter, pieces ...string) {
 		Delta(w, p)
 	}
 	Chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}})
+	Chunk(w, map[string]any{"choices": []any{}, "usage": Usage})
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// Call is a tool call for ToolCalls to stream.
+type Call struct {
+	ID, Name, Arguments string
+}
+
+// ToolCalls streams a reply that calls tools: each call's id and name in
+// one chunk, its arguments in pieces of n bytes after it, then
+// finish_reason "tool_calls", a usage chunk and [DONE].
+func ToolCalls(w http.ResponseWriter, n int, calls ...Call) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i, c := range calls {
+		call := func(fields map[string]any) {
+			fields["index"] = i
+			Chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0,
+				"delta": map[string]any{"tool_calls": []any{fields}}}}})
+		}
+		call(map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": ""}})
+		for _, piece := range Split(c.Arguments, n) {
+			call(map[string]any{"function": map[string]any{"arguments": piece}})
+		}
+	}
+	Chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "tool_calls"}}})
 	Chunk(w, map[string]any{"choices": []any{}, "usage": Usage})
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }

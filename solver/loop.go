@@ -1,0 +1,216 @@
+package solver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/tool"
+	"github.com/baton-run/baton/wsproto"
+)
+
+var errBadArguments = errors.New("the arguments are not a JSON object")
+
+// askUser is the built-in tool through which a task asks the user (§11).
+const askUser = "ask_user"
+
+var askSpec = tool.Spec{
+	Name: askUser,
+	Description: "Ask the user a question when you cannot go on without their input (a choice, " +
+		"a missing fact). The result is their answer. Ask only what you need.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+		`"question":{"type":"string","description":"the question, one sentence"},` +
+		`"context":{"type":"string","description":"why you ask, briefly"}},` +
+		`"required":["question"],"additionalProperties":false}`),
+}
+
+// builtinSpecs are the tools every task is offered, which the loop runs
+// itself.
+var builtinSpecs = append(append([]tool.Spec(nil), todoSpecs...), askSpec)
+
+// decodeArgs reads a built-in tool's arguments into v.
+func decodeArgs(args json.RawMessage, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	return nil
+}
+
+// agent runs one execution of a task as an agent loop (§10): rounds of
+// model turns and tool calls until the model answers. A model error ends
+// the execution (the caller retries it); a tool's failure is its result.
+// It runs on the task's goroutine.
+func (s *scheduler) agent(ctx context.Context, in Input, progress func(float64, string)) (Result, error) {
+	i := s.index[in.Task.ID]
+	todo := s.todos[i]
+	specs := append(append([]tool.Spec(nil), builtinSpecs...), s.specs...)
+	msgs := []Message{{Role: RoleSystem}, {Role: RoleUser, Content: taskPrompt(in, s.opts.Loop.MaxContextBytes/4)}}
+	var usage wsproto.Usage
+	finalRound := false // the todo list was completed: one last round without tools
+	for round := 1; ; round++ {
+		last := finalRound || round >= s.opts.Loop.MaxRounds
+		turn := &Turn{Input: in, Round: round, MaxRounds: s.opts.Loop.MaxRounds, Todo: todo.snapshot(), Answers: s.Answers()}
+		if view := s.view.Load(); view != nil {
+			turn.Tasks = *view // statuses as they are now
+		}
+		if !last {
+			turn.Tools = specs
+		}
+		turn.Messages = fit(msgs, s.opts.Loop.MaxContextBytes)
+		turn.Messages[0].Content = systemPrompt(turn)
+		reply, err := s.model.Turn(ctx, turn, progress)
+		usage = usage.Add(reply.Usage)
+		if err != nil {
+			return Result{Usage: usage}, err
+		}
+		if len(reply.ToolCalls) == 0 || last {
+			if strings.TrimSpace(reply.Text) == "" {
+				return Result{Usage: usage}, failure.New(failure.Validation, "the model gave no answer in round %d", round)
+			}
+			return Result{Text: reply.Text, Usage: usage}, nil
+		}
+		msgs = append(msgs, Message{Role: RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
+		for _, call := range reply.ToolCalls {
+			text := s.callTool(ctx, i, in, round, call, todo)
+			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, Content: text})
+			if ctx.Err() != nil {
+				return Result{Usage: usage}, ctx.Err()
+			}
+		}
+		finalRound = todo.allDone()
+	}
+}
+
+// callTool runs one tool call with its events: agent.tool_call, then
+// exactly one agent.tool_result, whatever happens (a bad name or bad
+// arguments, a refusal, a timeout, a cancel, a panic). It returns the text
+// the model sees.
+func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, call ToolCall, todo *todoList) string {
+	stepID := "tool_" + uuid.NewString()
+	args, aerr := call.argsObject()
+	shown := args
+	if aerr != nil {
+		shown = json.RawMessage("{}")
+	}
+	id := in.Task.ID
+	s.events.ToolCall(&wsproto.ToolCall{TaskID: id, Attempt: in.Attempt, Round: round, StepID: stepID, Tool: call.Name, Arguments: shown})
+	began := time.Now()
+	var text string
+	var err error
+	var ev todoEvents
+	t, known := s.opts.Loop.Tools.Get(call.Name)
+	switch {
+	case aerr != nil:
+		err = fmt.Errorf("%w: %s", aerr, Truncate(call.Arguments, 200))
+	case call.Name == todoWrite:
+		text, ev, err = todo.write(args)
+	case call.Name == todoUpdate:
+		text, ev, err = todo.update(args)
+	case call.Name == askUser:
+		text, err = s.ask(ctx, i, args)
+	case !known:
+		err = fmt.Errorf("there is no tool %q; the tools are: %s", call.Name, s.toolNames())
+	case t.Spec().Confirm && !s.confirm(ctx, i, call.Name, args):
+		err = errors.New("declined by the user")
+	default:
+		text, err = s.runTool(ctx, t, args)
+	}
+	if ctx.Err() != nil {
+		text, err = "", errors.New("cancelled")
+	}
+	ok := err == nil
+	if !ok {
+		text = err.Error()
+	}
+	res := &wsproto.ToolResult{TaskID: id, Attempt: in.Attempt, Round: round, StepID: stepID, Tool: call.Name,
+		OK: ok, Result: text, DurationMS: time.Since(began).Milliseconds()}
+	if len(text) > s.opts.Loop.ToolResultLimit {
+		res.Result, res.Truncated = Truncate(text, s.opts.Loop.ToolResultLimit), true
+	}
+	s.events.ToolResult(res)
+	if !isTodoTool(call.Name) && ctx.Err() == nil {
+		ev = todo.track(ok)
+	}
+	s.reportTodo(id, ev)
+	return res.Result
+}
+
+// runTool calls an offered tool within the tool timeout, turning a panic
+// into the tool's error.
+func (s *scheduler) runTool(ctx context.Context, t tool.Tool, args json.RawMessage) (text string, err error) {
+	cctx, cancel := context.WithTimeout(ctx, s.opts.Loop.ToolTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			text, err = "", fmt.Errorf("the tool failed: %v", p)
+		}
+	}()
+	text, err = t.Call(cctx, args)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("the tool did not answer within %s", s.opts.Loop.ToolTimeout)
+	}
+	return text, err
+}
+
+// confirm asks the user to approve a call of a tool that changes the
+// world, with the task's parallel slot free meanwhile.
+func (s *scheduler) confirm(ctx context.Context, i int, name string, args json.RawMessage) bool {
+	approved := false
+	s.waitingOnUser(ctx, i, func() { approved = s.events.ConfirmTool(ctx, s.tasks[i].ID, name, args) })
+	return approved && ctx.Err() == nil
+}
+
+// ask runs ask_user: the user's answer is the result, and joins the
+// answers every later prompt of the run carries.
+func (s *scheduler) ask(ctx context.Context, i int, args json.RawMessage) (string, error) {
+	var a struct {
+		Question string `json:"question"`
+		Context  string `json:"context"`
+	}
+	if err := decodeArgs(args, &a); err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(a.Question) == "" {
+		return "", errors.New(`"question" is required`)
+	}
+	var answer string
+	var ok bool
+	s.waitingOnUser(ctx, i, func() { answer, ok = s.events.AskUser(ctx, s.tasks[i].ID, a.Question, a.Context) })
+	switch {
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case !ok:
+		return "The user did not answer in time; go on with your best judgement and say what you assumed.", nil
+	}
+	s.AddAnswer(Answer{Question: a.Question, Text: answer})
+	return "The user answered: " + answer, nil
+}
+
+func (s *scheduler) reportTodo(taskID string, ev todoEvents) {
+	if ev.updated != nil {
+		ev.updated.TaskID = taskID
+		s.events.TodoUpdated(ev.updated)
+	}
+	for k := range ev.progress {
+		ev.progress[k].TaskID = taskID
+		s.events.TodoItemProgress(&ev.progress[k])
+	}
+	if ev.completed != nil {
+		ev.completed.TaskID = taskID
+		s.events.TodoCompleted(ev.completed)
+	}
+}
+
+func (s *scheduler) toolNames() string {
+	var names []string
+	for _, sp := range append(builtinSpecs, s.specs...) {
+		names = append(names, sp.Name)
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,118 @@
+package solver
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+const systemIntro = `You are one worker of a task pipeline: do only your task and reply with its result.
+Use the tools when they help; keep your todo list current with todo_write and todo_update.
+When you have what you need, answer with the result itself, without calling a tool.`
+
+// systemPrompt is built afresh for every round from the run's task list,
+// the task's todo list and the user's answers, so the model always sees
+// them as they are now, once.
+func systemPrompt(t *Turn) string {
+	var b strings.Builder
+	b.WriteString(systemIntro)
+	fmt.Fprintf(&b, "\n\nRound %d of at most %d.", t.Round, t.MaxRounds)
+	if len(t.Tools) == 0 {
+		b.WriteString(" No tools this round: answer now.")
+	}
+	b.WriteString("\n\nThe run's tasks:\n")
+	for _, s := range t.Tasks {
+		fmt.Fprintf(&b, "- [%s] %s: %s", s.Status, s.Task.ID, s.Task.Title)
+		if len(s.Task.DependsOn) > 0 {
+			fmt.Fprintf(&b, " (after %s)", strings.Join(s.Task.DependsOn, ", "))
+		}
+		b.WriteByte('\n')
+	}
+	if len(t.Todo) > 0 {
+		b.WriteString("\nYour todo list:\n")
+		for _, it := range t.Todo {
+			fmt.Fprintf(&b, "- [%s] %s: %s", it.Status, it.ID, it.Content)
+			if it.Note != "" {
+				fmt.Fprintf(&b, " (%s)", it.Note)
+			}
+			b.WriteByte('\n')
+		}
+	} else {
+		b.WriteString("\nYou have no todo list yet.\n")
+	}
+	if len(t.Answers) > 0 {
+		b.WriteString("\nThe user's answers:\n")
+		for _, a := range t.Answers {
+			fmt.Fprintf(&b, "- Q: %s\n  A: %s\n", a.Question, a.Text)
+		}
+	}
+	return b.String()
+}
+
+// taskPrompt is the conversation's first user message: the request, the
+// plan and the dependencies' results within budget bytes, and the task.
+func taskPrompt(in Input, budget int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Request:\n%s\n\nPlan: %s\n", in.Request, in.PlanSummary)
+	if len(in.Dependencies) > 0 {
+		b.WriteString("\nResults of the tasks yours depends on:\n")
+		ids := make([]string, 0, len(in.Dependencies))
+		for id := range in.Dependencies {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		each := budget / len(ids)
+		for _, id := range ids {
+			fmt.Fprintf(&b, "### %s\n%s\n", id, Truncate(in.Dependencies[id], each))
+		}
+	}
+	fmt.Fprintf(&b, "\nYour task: %s — %s\n%s\n", in.Task.ID, in.Task.Title, in.Task.Description)
+	return b.String()
+}
+
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n-len(" […]"), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " […]"
+}
+
+// size is what a message costs against the context budget, in bytes.
+func (m Message) size() int {
+	n := len(m.Content)
+	for _, c := range m.ToolCalls {
+		n += len(c.Name) + len(c.Arguments)
+	}
+	return n
+}
+
+// fit returns msgs within budget bytes: while over it, the oldest tool
+// results are replaced by a short marker. The system prompt and the task
+// (msgs[0] and msgs[1]) are never touched, nor is msgs itself.
+func fit(msgs []Message, budget int) []Message {
+	total := 0
+	for _, m := range msgs {
+		total += m.size()
+	}
+	if total <= budget {
+		return msgs
+	}
+	out := append([]Message(nil), msgs...)
+	for i := 2; i < len(out) && total > budget; i++ {
+		if out[i].Role != RoleTool || strings.HasPrefix(out[i].Content, elidedPrefix) {
+			continue
+		}
+		marker := fmt.Sprintf("%s %d bytes of an older tool result, to fit the context]", elidedPrefix, len(out[i].Content))
+		total += len(marker) - len(out[i].Content)
+		out[i].Content = marker
+	}
+	return out
+}
+
+const elidedPrefix = "[elided:"
