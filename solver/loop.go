@@ -62,8 +62,8 @@ func (s *scheduler) agent(ctx context.Context, in Input, progress func(float64, 
 		if !last {
 			turn.Tools = specs
 		}
+		msgs[0].Content = systemPrompt(turn) // replaces the last round's, never stacks
 		turn.Messages = fit(msgs, s.opts.Loop.MaxContextBytes)
-		turn.Messages[0].Content = systemPrompt(turn)
 		reply, err := s.model.Turn(ctx, turn, progress)
 		usage = usage.Add(reply.Usage)
 		if err != nil {

@@ -92,16 +92,13 @@ func (m Message) size() int {
 	return n
 }
 
-// fit returns msgs within budget bytes: while over it, the oldest tool
-// results are replaced by a short marker. The system prompt and the task
-// (msgs[0] and msgs[1]) are never touched, nor is msgs itself.
+// fit returns a copy of msgs within budget bytes: while over it, the oldest
+// tool results are replaced by a short marker. The system prompt and the
+// task (msgs[0] and msgs[1]) are never touched, nor is msgs itself.
 func fit(msgs []Message, budget int) []Message {
 	total := 0
 	for _, m := range msgs {
 		total += m.size()
-	}
-	if total <= budget {
-		return msgs
 	}
 	out := append([]Message(nil), msgs...)
 	for i := 2; i < len(out) && total > budget; i++ {
