@@ -107,7 +107,7 @@ func TestAgentLoop(t *testing.T) {
 		tools  []tool.Tool
 		loop   Loop
 		rec    *recorder // nil: one that approves nothing and answers nothing
-		status string // the task's final status; completed when empty
+		status string    // the task's final status; completed when empty
 		want   []string
 		check  func(t *testing.T, rep Report, turns []*Turn)
 	}{
