@@ -46,6 +46,7 @@ type config struct {
 	allowedOrigins string
 	openai         openai.Config
 	opts           orchestrator.Options
+	agent          agentConfig
 }
 
 // parseConfig reads flags, each of which falls back to BATON_<NAME> in the
@@ -76,6 +77,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
+	agentFlags(fs, &o.Loop, &c.agent)
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -110,6 +112,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("--buffer-size, --max-parallel, --max-tasks, --read-limit, --max-attempts and --max-output-tokens must be at least 1")
 	case o.SessionTTL <= 0, o.ConfirmTimeout <= 0, o.PingInterval <= 0, o.PongTimeout <= 0, o.TaskTimeout <= 0, o.RetryBase <= 0, c.simDelay < 0:
 		return c, errors.New("durations must be positive (--sim-delay may be 0)")
+	}
+	if err := checkAgent(o.Loop); err != nil {
+		return c, err
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
@@ -174,6 +179,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
+	set, closeTools, err := tools(c.agent)
+	if err != nil {
+		return fmt.Errorf("configure: %w", err)
+	}
+	defer closeTools.Close()
+	c.opts.Loop.Tools = set
 	orch, err := orchestrator.New(m, &c.opts)
 	if err != nil {
 		return err

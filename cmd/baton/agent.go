@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/tool"
+)
+
+// agentConfig is what the flags say about each task's agent loop (§10).
+type agentConfig struct {
+	workspace string
+}
+
+// agentFlags declares the agent loop's flags on fs, filling l and a.
+func agentFlags(fs *flag.FlagSet, l *solver.Loop, a *agentConfig) {
+	fs.IntVar(&l.MaxRounds, "max-rounds", 8, "most model calls in one execution of a task (the last offers no tools)")
+	fs.IntVar(&l.ToolResultLimit, "tool-result-limit", 16<<10, "longest tool result in bytes; longer is cut with a marker")
+	fs.IntVar(&l.MaxContextBytes, "max-context-bytes", 128<<10, "budget of the conversation sent to the model; past it the oldest tool results are elided")
+	fs.DurationVar(&l.ToolTimeout, "tool-timeout", time.Minute, "longest one tool call may take (not counting the user's answer)")
+	fs.IntVar(&l.TodoCompleteAfter, "todo-complete-after", 3, "successful tool calls that complete the active todo item")
+	fs.IntVar(&l.TodoBlockAfter, "todo-block-after", 2, "consecutive failed tool calls that block the active todo item")
+	fs.StringVar(&a.workspace, "workspace", "", "directory the read-only workspace tools (list_files, read_file, search_files) may read")
+}
+
+// checkAgent reports the first agent loop setting that is out of range.
+func checkAgent(l solver.Loop) error {
+	for _, v := range []struct {
+		name  string
+		value int
+	}{
+		{"--max-rounds", l.MaxRounds},
+		{"--tool-result-limit", l.ToolResultLimit},
+		{"--max-context-bytes", l.MaxContextBytes},
+		{"--todo-complete-after", l.TodoCompleteAfter},
+		{"--todo-block-after", l.TodoBlockAfter},
+	} {
+		if v.value < 1 {
+			return fmt.Errorf("%s must be at least 1, not %d", v.name, v.value)
+		}
+	}
+	if l.ToolTimeout <= 0 {
+		return errors.New("--tool-timeout must be positive")
+	}
+	return nil
+}
+
+// tools opens what the flags offer to every task besides the built-in
+// tools. The returned closer releases it.
+func tools(a agentConfig) (*tool.Set, io.Closer, error) {
+	set := &tool.Set{}
+	var closers multiCloser
+	if a.workspace != "" {
+		ws, err := tool.OpenWorkspace(a.workspace)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--workspace: %w", err)
+		}
+		closers = append(closers, ws)
+		if err := set.Add(ws.Tools()...); err != nil {
+			closers.Close()
+			return nil, nil, fmt.Errorf("--workspace: %w", err)
+		}
+	}
+	return set, closers, nil
+}
+
+// multiCloser closes each of its closers, last first.
+type multiCloser []io.Closer
+
+func (m multiCloser) Close() error {
+	var errs []error
+	for i := len(m) - 1; i >= 0; i-- {
+		errs = append(errs, m[i].Close())
+	}
+	return errors.Join(errs...)
+}
