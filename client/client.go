@@ -49,9 +49,11 @@ func (f Frame) Meta() (any, error) { return wsproto.DecodeMetadata(f.Event, f.Me
 // Answer is the metadata of a user.response: Confirmed (and optionally
 // Tasks) for a plan confirmation, Action for a task_failed one.
 type Answer struct {
-	Confirmed *bool          `json:"confirmed,omitempty"`
-	Tasks     []wsproto.Task `json:"tasks,omitempty"`
-	Action    string         `json:"action,omitempty"`
+	Confirmed *bool          `json:"confirmed,omitempty"` // plan_confirm
+	Tasks     []wsproto.Task `json:"tasks,omitempty"`     // plan_confirm, an edit
+	Action    string         `json:"action,omitempty"`    // task_failed
+	Approved  *bool          `json:"approved,omitempty"`  // tool_confirm
+	Text      *string        `json:"text,omitempty"`      // input_request
 }
 
 // Options configure a Client. A nil *Options means the defaults.

@@ -75,6 +75,12 @@ var workloads = map[string]func(rng *rand.Rand) (request string, tasks []wsproto
 	"flaky": func(*rand.Rand) (string, []wsproto.Task) {
 		return "", []wsproto.Task{task("a", "[sim:fail=network*1]"), task("b", "", "a")}
 	},
+	// agent: tasks whose agent loop asks the user (answered by the tool)
+	// and calls a tool with bad arguments (a failed result, not a failed task).
+	"agent": func(*rand.Rand) (string, []wsproto.Task) {
+		return "", []wsproto.Task{task("a", "[sim:ask=Which option?]"), task("b", `[sim:tool=todo_update {"id":"none","status":"completed"}]`),
+			task("c", "", "a", "b")}
+	},
 	// failing: a permanent failure; the tool answers skip, the run ends partial.
 	"failing": func(*rand.Rand) (string, []wsproto.Task) {
 		return "", []wsproto.Task{task("a", "[sim:fail=permanent*1]"), task("b", "", "a"), task("c", "")}
@@ -99,7 +105,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 0, "stop starting runs after this long (0: run -runs runs)")
 	fs.Float64Var(&c.dropRate, "drop-rate", 0, "random connection kills per session per minute")
 	fs.IntVar(&c.ackEvery, "ack-every", 20, "ack after this many events (0: never)")
-	mix := fs.String("mix", "plan=1,tasks=2,flaky=1,failing=1", "weights of the run kinds: plan, tasks, flaky, failing")
+	mix := fs.String("mix", "plan=1,tasks=2,flaky=1,failing=1,agent=1", "weights of the run kinds: plan, tasks, flaky, failing, agent")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 2*time.Minute, "a run not ended by then is a violation")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
@@ -289,10 +295,15 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		}
 	}
 	onConfirm := func(c wsproto.UserConfirm) *client.Answer {
-		if c.Kind == wsproto.ConfirmTaskFailed {
+		yes, text := true, "the first one"
+		switch c.Kind {
+		case wsproto.ConfirmTaskFailed:
 			return &client.Answer{Action: "skip"}
+		case wsproto.ConfirmTool:
+			return &client.Answer{Approved: &yes}
+		case wsproto.ConfirmInput:
+			return &client.Answer{Text: &text}
 		}
-		yes := true
 		return &client.Answer{Confirmed: &yes}
 	}
 	url := cfg.urls[i%len(cfg.urls)]
