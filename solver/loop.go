@@ -17,22 +17,11 @@ import (
 
 var errBadArguments = errors.New("the arguments are not a JSON object")
 
-// askUser is the built-in tool through which a task asks the user (§11).
-const askUser = "ask_user"
+// askUser is the built-in tool through which a task asks the user.
+var askUser = tool.AskUser()
 
-var askSpec = tool.Spec{
-	Name: askUser,
-	Description: "Ask the user a question when you cannot go on without their input (a choice, " +
-		"a missing fact). The result is their answer. Ask only what you need.",
-	InputSchema: json.RawMessage(`{"type":"object","properties":{` +
-		`"question":{"type":"string","description":"the question, one sentence"},` +
-		`"context":{"type":"string","description":"why you ask, briefly"}},` +
-		`"required":["question"],"additionalProperties":false}`),
-}
-
-// builtinSpecs are the tools every task is offered, which the loop runs
-// itself.
-var builtinSpecs = append(append([]tool.Spec(nil), todoSpecs...), askSpec)
+// builtinSpecs are the tools every task is offered besides Loop.Tools.
+var builtinSpecs = append(append([]tool.Spec(nil), todoSpecs...), askUser.Spec())
 
 // decodeArgs reads a built-in tool's arguments into v.
 func decodeArgs(args json.RawMessage, v any) error {
@@ -105,6 +94,9 @@ func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, ca
 	var err error
 	var ev todoEvents
 	t, known := s.opts.Loop.Tools.Get(call.Name)
+	if call.Name == askUser.Spec().Name {
+		t, known = askUser, true
+	}
 	switch {
 	case aerr != nil:
 		err = fmt.Errorf("%w: %s", aerr, Truncate(call.Arguments, 200))
@@ -112,14 +104,12 @@ func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, ca
 		text, ev, err = todo.write(args)
 	case call.Name == todoUpdate:
 		text, ev, err = todo.update(args)
-	case call.Name == askUser:
-		text, err = s.ask(ctx, i, args)
 	case !known:
 		err = fmt.Errorf("there is no tool %q; the tools are: %s", call.Name, s.toolNames())
 	case t.Spec().Confirm && !s.confirm(ctx, i, call.Name, args):
 		err = errors.New("declined by the user")
 	default:
-		text, err = s.runTool(ctx, t, args)
+		text, err = s.runTool(ctx, i, t, args)
 	}
 	if ctx.Err() != nil {
 		text, err = "", errors.New("cancelled")
@@ -141,19 +131,40 @@ func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, ca
 	return res.Result
 }
 
+var errToolTimeout = errors.New("tool timeout")
+
 // runTool calls an offered tool within the tool timeout, turning a panic
-// into the tool's error.
-func (s *scheduler) runTool(ctx context.Context, t tool.Tool, args json.RawMessage) (text string, err error) {
-	cctx, cancel := context.WithTimeout(ctx, s.opts.Loop.ToolTimeout)
-	defer cancel()
+// into the tool's error. Through tool.Ask the tool can wait for the user:
+// with the task's parallel slot free meanwhile, and without the wait
+// counting against the timeout.
+func (s *scheduler) runTool(ctx context.Context, i int, t tool.Tool, args json.RawMessage) (text string, err error) {
+	limit := s.opts.Loop.ToolTimeout
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(limit, func() { cancel(errToolTimeout) })
+	defer timer.Stop()
+	cctx = tool.WithAsk(cctx, func(actx context.Context, question, context string) (string, bool) {
+		if !timer.Stop() {
+			return "", false // out of time already
+		}
+		defer timer.Reset(limit)
+		var answer string
+		var ok bool
+		s.waitingOnUser(actx, i, func() { answer, ok = s.events.AskUser(actx, s.tasks[i].ID, question, context) })
+		if !ok || actx.Err() != nil {
+			return "", false
+		}
+		s.AddAnswer(Answer{Question: question, Text: answer})
+		return answer, true
+	})
 	defer func() {
 		if p := recover(); p != nil {
 			text, err = "", fmt.Errorf("the tool failed: %v", p)
 		}
 	}()
 	text, err = t.Call(cctx, args)
-	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
-		err = fmt.Errorf("the tool did not answer within %s", s.opts.Loop.ToolTimeout)
+	if err != nil && ctx.Err() == nil && context.Cause(cctx) == errToolTimeout {
+		err = fmt.Errorf("the tool did not answer within %s", limit)
 	}
 	return text, err
 }
@@ -164,32 +175,6 @@ func (s *scheduler) confirm(ctx context.Context, i int, name string, args json.R
 	approved := false
 	s.waitingOnUser(ctx, i, func() { approved = s.events.ConfirmTool(ctx, s.tasks[i].ID, name, args) })
 	return approved && ctx.Err() == nil
-}
-
-// ask runs ask_user: the user's answer is the result, and joins the
-// answers every later prompt of the run carries.
-func (s *scheduler) ask(ctx context.Context, i int, args json.RawMessage) (string, error) {
-	var a struct {
-		Question string `json:"question"`
-		Context  string `json:"context"`
-	}
-	if err := decodeArgs(args, &a); err != nil {
-		return "", err
-	}
-	if strings.TrimSpace(a.Question) == "" {
-		return "", errors.New(`"question" is required`)
-	}
-	var answer string
-	var ok bool
-	s.waitingOnUser(ctx, i, func() { answer, ok = s.events.AskUser(ctx, s.tasks[i].ID, a.Question, a.Context) })
-	switch {
-	case ctx.Err() != nil:
-		return "", ctx.Err()
-	case !ok:
-		return "The user did not answer in time; go on with your best judgement and say what you assumed.", nil
-	}
-	s.AddAnswer(Answer{Question: a.Question, Text: answer})
-	return "The user answered: " + answer, nil
 }
 
 func (s *scheduler) reportTodo(taskID string, ev todoEvents) {

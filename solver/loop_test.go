@@ -329,6 +329,32 @@ func TestAgentLoop(t *testing.T) {
 				}
 			},
 		},
+		{
+			name:  "a tool can wait for the user, and the wait does not count against its timeout",
+			model: byRound(calls(1, `deploy {}`)),
+			tools: []tool.Tool{fakeTool{name: "deploy", call: func(ctx context.Context, _ json.RawMessage) (string, error) {
+				answer, ok, err := tool.Ask(ctx, "Which environment?", "")
+				if err != nil || !ok {
+					return "", fmt.Errorf("no answer: %v", err)
+				}
+				return "deployed to " + answer, nil
+			}}},
+			loop: Loop{ToolTimeout: 20 * time.Millisecond},
+			rec: &recorder{answer: func(ctx context.Context, _, _ string) (string, bool) {
+				select { // the user takes longer than the tool may
+				case <-time.After(100 * time.Millisecond):
+					return "staging", true
+				case <-ctx.Done():
+					return "", false
+				}
+			}},
+			want: []string{`tool_call t 1 1 deploy {}`, `ask t Which environment?`, `tool_result t 1 1 deploy true "deployed to staging"`},
+			check: func(t *testing.T, _ Report, turns []*Turn) {
+				if len(turns[1].Answers) != 1 || turns[1].Answers[0].Text != "staging" {
+					t.Errorf("answers of round 2: %v", turns[1].Answers)
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
