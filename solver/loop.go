@@ -18,7 +18,10 @@ import (
 var errBadArguments = errors.New("the arguments are not a JSON object")
 
 // askUser is the built-in tool through which a task asks the user.
-var askUser = tool.AskUser()
+var (
+	askUser     = tool.AskUser()
+	askUserName = askUser.Spec().Name
+)
 
 // builtinSpecs are the tools every task is offered besides Loop.Tools.
 var builtinSpecs = append(append([]tool.Spec(nil), todoSpecs...), askUser.Spec())
@@ -94,7 +97,7 @@ func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, ca
 	var err error
 	var ev todoEvents
 	t, known := s.opts.Loop.Tools.Get(call.Name)
-	if call.Name == askUser.Spec().Name {
+	if call.Name == askUserName {
 		t, known = askUser, true
 	}
 	switch {

@@ -490,3 +490,32 @@ func TestWaitingOnTheUserFreesTheSlot(t *testing.T) {
 		t.Errorf("peak %d", rec.peak)
 	}
 }
+
+// BenchmarkAgentRound measures the loop's own cost per round: the prompt,
+// the budget, a tool call with its events and the todo tracking, with a
+// model and a tool that take no time. Reported per round.
+func BenchmarkAgentRound(b *testing.B) {
+	const rounds = 8
+	replies := make([]Reply, rounds-1)
+	replies[0] = calls(1, `todo_write {"items":[{"content":"one"},{"content":"two"},{"content":"three"}]}`)
+	for r := 2; r < rounds; r++ {
+		replies[r-1] = calls(r, `echo {"q":"x"}`)
+	}
+	next := byRound(replies...)
+	model := modelFunc(func(ctx context.Context, t *Turn) (Reply, error) { return next(ctx, t) })
+	var set tool.Set
+	set.Add(echo("echo"))
+	tasks := []wsproto.Task{{ID: "t", Title: "Benchmark", Description: "a task", DependsOn: []string{}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		New(tasks, model, nopEvents{}, Options{Loop: Loop{Tools: &set, MaxRounds: rounds}}).Execute(context.Background())
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/rounds, "ns/round")
+}
+
+// modelFunc is a Model that keeps nothing.
+type modelFunc func(ctx context.Context, t *Turn) (Reply, error)
+
+func (f modelFunc) Turn(ctx context.Context, t *Turn, _ func(float64, string)) (Reply, error) {
+	return f(ctx, t)
+}

@@ -3,6 +3,7 @@ package solver
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/baton-run/baton/tool"
 	"github.com/baton-run/baton/wsproto"
@@ -84,9 +85,9 @@ func (c ToolCall) argsObject() (json.RawMessage, error) {
 	if c.Arguments == "" {
 		return json.RawMessage("{}"), nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(c.Arguments), &obj); err != nil || obj == nil {
+	args := json.RawMessage(strings.TrimSpace(c.Arguments))
+	if len(args) == 0 || args[0] != '{' || !json.Valid(args) {
 		return nil, errBadArguments
 	}
-	return json.RawMessage(c.Arguments), nil
+	return args, nil
 }

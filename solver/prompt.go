@@ -3,6 +3,7 @@ package solver
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -16,25 +17,37 @@ When you have what you need, answer with the result itself, without calling a to
 // them as they are now, once.
 func systemPrompt(t *Turn) string {
 	var b strings.Builder
-	b.WriteString(systemIntro)
-	fmt.Fprintf(&b, "\n\nRound %d of at most %d.", t.Round, t.MaxRounds)
+	b.Grow(len(systemIntro) + 128 + 64*len(t.Tasks) + 64*len(t.Todo))
+	line := func(parts ...string) {
+		for _, p := range parts {
+			b.WriteString(p)
+		}
+	}
+	line(systemIntro, "\n\nRound ", strconv.Itoa(t.Round), " of at most ", strconv.Itoa(t.MaxRounds), ".")
 	if len(t.Tools) == 0 {
 		b.WriteString(" No tools this round: answer now.")
 	}
 	b.WriteString("\n\nThe run's tasks:\n")
 	for _, s := range t.Tasks {
-		fmt.Fprintf(&b, "- [%s] %s: %s", s.Status, s.Task.ID, s.Task.Title)
-		if len(s.Task.DependsOn) > 0 {
-			fmt.Fprintf(&b, " (after %s)", strings.Join(s.Task.DependsOn, ", "))
+		line("- [", s.Status, "] ", s.Task.ID, ": ", s.Task.Title)
+		for k, d := range s.Task.DependsOn {
+			if k == 0 {
+				line(" (after ", d)
+			} else {
+				line(", ", d)
+			}
+			if k == len(s.Task.DependsOn)-1 {
+				b.WriteByte(')')
+			}
 		}
 		b.WriteByte('\n')
 	}
 	if len(t.Todo) > 0 {
 		b.WriteString("\nYour todo list:\n")
 		for _, it := range t.Todo {
-			fmt.Fprintf(&b, "- [%s] %s: %s", it.Status, it.ID, it.Content)
+			line("- [", it.Status, "] ", it.ID, ": ", it.Content)
 			if it.Note != "" {
-				fmt.Fprintf(&b, " (%s)", it.Note)
+				line(" (", it.Note, ")")
 			}
 			b.WriteByte('\n')
 		}
@@ -44,7 +57,7 @@ func systemPrompt(t *Turn) string {
 	if len(t.Answers) > 0 {
 		b.WriteString("\nThe user's answers:\n")
 		for _, a := range t.Answers {
-			fmt.Fprintf(&b, "- Q: %s\n  A: %s\n", a.Question, a.Text)
+			line("- Q: ", a.Question, "\n  A: ", a.Text, "\n")
 		}
 	}
 	return b.String()

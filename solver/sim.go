@@ -74,13 +74,11 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 			calls = []ToolCall{simCall(t.Round, 0, todoWrite, map[string]any{"items": simTodo(t.Task)})}
 		case done <= len(work):
 			calls = []ToolCall{simCall(t.Round, 0, work[done-1].Name, work[done-1].Args)}
-		default:
-			for _, it := range t.Todo {
-				if it.Status != wsproto.TodoStatusCompleted {
-					calls = append(calls, simCall(t.Round, len(calls), todoUpdate,
-						map[string]any{"id": it.ID, "status": wsproto.TodoStatusCompleted}))
-				}
+			if t.Round+1 >= t.MaxRounds {
+				calls = append(calls, simTodoDone(t, 1)...) // no round left for it later
 			}
+		default:
+			calls = simTodoDone(t, 0)
 		}
 	}
 	if len(calls) > 0 {
@@ -89,6 +87,19 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 	}
 	progress(1, "Answering")
 	return Reply{Text: simAnswer(t)}, nil
+}
+
+// simTodoDone marks every item not completed yet completed, its calls
+// numbered from k.
+func simTodoDone(t *Turn, k int) []ToolCall {
+	var calls []ToolCall
+	for _, it := range t.Todo {
+		if it.Status != wsproto.TodoStatusCompleted {
+			calls = append(calls, simCall(t.Round, k+len(calls), todoUpdate,
+				map[string]any{"id": it.ID, "status": wsproto.TodoStatusCompleted}))
+		}
+	}
+	return calls
 }
 
 // simWork is the tool calls the task's description asks for, then

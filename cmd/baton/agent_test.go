@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -194,5 +196,66 @@ func TestCancelTaskDuringToolCall(t *testing.T) {
 	res := meta[wsproto.ToolResult](t, frames[0])
 	if got[0] != wsproto.EventToolResult || got[1] != wsproto.EventSolverCancelled || res.OK || res.Result != "cancelled" || res.Tool != "ask_user" {
 		t.Errorf("after cancel: %v, %+v", got, res)
+	}
+}
+
+// workspace makes a workspace holding notes.md.
+func workspace(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.md"), []byte("Buy bread."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Automatic tracking over the wire: three successful calls complete the
+// active item, two failed ones in a row block the next.
+func TestTodoTracking(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--workspace", workspace(t))
+	c, _ := connect(t, base)
+	ok, missing := `[sim:tool=read_file {"path":"notes.md"}]`, `[sim:tool=read_file {"path":"gone.md"}]`
+	frames := solveAll(t, c, []wsproto.Task{{ID: "t", Title: "Track", Description: ok + ok + ok + missing + missing}})
+	checkLoop(t, frames)
+	var got []string
+	for _, f := range framesOf(frames, wsproto.EventTodoItemProgress) {
+		m := meta[wsproto.TodoItemProgress](t, f)
+		got = append(got, fmt.Sprintf("v%d %s %s %d", m.Version, m.Item.ID, m.Item.Status, m.Item.ToolCalls))
+	}
+	want := []string{"v2 1 in_progress 1", "v3 1 in_progress 2", "v4 1 completed 3", "v5 2 in_progress 1", "v6 2 blocked 2"}
+	if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("todo.item_progress: %v, want first %v", got, want)
+	}
+}
+
+// A connection dropped in the middle of a tool-heavy task: the resume
+// replays exactly what was missed, and every tool call stays paired.
+func TestDropDuringToolCalls(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--workspace", workspace(t))
+	c, hello := connect(t, base)
+	desc := "[sim:sleep=600ms]" + strings.Repeat(`[sim:tool=read_file {"path":"notes.md"}]`, 4)
+	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{{ID: "a", Title: "A", Description: desc}, {ID: "b", Title: "B", Description: desc}}})
+	var before []client.Frame
+	for len(before) < 9 { // inside the first tool calls
+		before = append(before, c.next())
+	}
+	c.ws.CloseNow()
+	sums := checksums(before)
+	last := before[len(before)-1].Seq
+	r := resume(t, base, hello, last, sums[last])
+	m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
+	if !m.Resumed || m.Resync {
+		t.Fatalf("system.connected %+v, want a replay", m)
+	}
+	all := append(before, r.until(wsproto.EventFinalAnswer)...)
+	checkStream(t, all, 1)
+	checkLoop(t, all)
+	calls := map[string]int{}
+	for _, f := range framesOf(all, wsproto.EventToolCall) {
+		calls[meta[wsproto.ToolCall](t, f).Tool]++
+	}
+	if calls["todo_write"] != 2 || calls["read_file"] != 8 || calls["list_files"] != 2 || calls["todo_update"] < 2 {
+		t.Errorf("tool calls %v, want per task: todo_write, 4 read_file, list_files, todo_update", calls)
 	}
 }
