@@ -38,6 +38,9 @@ const OfficialBaseURL = "https://api.openai.com/v1"
 // DefaultModel is the model asked for when none is configured.
 const DefaultModel = "gpt-4o-mini"
 
+// ErrBaseURL is New's error for a base URL that is not an http(s) URL.
+var ErrBaseURL = errors.New("not an http(s) URL")
+
 // Config configures a Client. The zero value talks to OpenAI with no key,
 // which New refuses.
 type Config struct {
@@ -88,7 +91,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", cfg.BaseURL)
+		return nil, fmt.Errorf("openai: base URL %q: %w", cfg.BaseURL, ErrBaseURL)
 	}
 	official := strings.EqualFold(u.Host, "api.openai.com")
 	if official && cfg.APIKey == "" {
