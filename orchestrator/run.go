@@ -32,6 +32,10 @@ type run struct {
 	// sched is the solver run while solving, nil otherwise. Guarded by
 	// sess.mu.
 	sched *solver.Run
+	// completed is the run's pipeline.completed, for its end log; ended
+	// is set once that log is written (under sess.mu).
+	completed *wsproto.PipelineCompleted
+	ended     bool
 }
 
 // confirm is an open agent.user_confirm waiting for its user.response.
@@ -67,6 +71,7 @@ func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Err
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now()}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
+	r.logStart(tasks)
 	sess.srv.runWG.Add(1)
 	go r.execute(tasks)
 	return nil
@@ -139,6 +144,7 @@ func (r *run) finishLocked(event, content string, meta any) {
 	if event != "" {
 		r.sess.emitLocked(event, "", content, meta)
 	}
+	r.logEnd(meta)
 	for id, c := range r.sess.confirms {
 		if c.run == r {
 			r.sess.closeConfirmLocked(id)
@@ -363,7 +369,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	case 0:
 		status = wsproto.StatusFailed
 	}
-	r.emit(wsproto.EventPipelineCompleted, "Run "+status, &wsproto.PipelineCompleted{
+	r.completed = &wsproto.PipelineCompleted{
 		RunID:      r.id,
 		Status:     status,
 		Completed:  counts.Completed,
@@ -372,7 +378,8 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		Cancelled:  counts.Cancelled,
 		DurationMS: time.Since(r.started).Milliseconds(),
 		Usage:      r.usage.Add(report.Usage).Add(out.Usage),
-	})
+	}
+	r.emit(wsproto.EventPipelineCompleted, "Run "+status, r.completed)
 	r.finish(wsproto.EventFinalAnswer, out.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: out.Answer})
 }
 

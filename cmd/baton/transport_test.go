@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -116,7 +117,7 @@ func TestShutdownClosesWith1012(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	base := startServerCtx(t, ctx, done)
+	base := startServerCtx(t, ctx, done, io.Discard)
 	c, _ := connect(t, base)
 	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{sleepTask("a", "1h")}})
 	c.expect(wsproto.EventSolverStart)
