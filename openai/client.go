@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -184,7 +185,7 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 	if !finished {
 		// Every OpenAI-compatible server ends a complete stream with a
 		// finish_reason; a stream that stops without one was cut.
-		return text.String(), usage, &failure.Error{Type: failure.Network, Err: errors.New("the stream ended before the completion finished")}
+		return text.String(), usage, &failure.Error{Type: failure.Network, Message: "the model's stream ended before the completion finished"}
 	}
 	return text.String(), usage, nil
 }
@@ -192,8 +193,11 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 // classify maps an error of a call to the endpoint into a *failure.Error
 // (§ error mapping in docs/protocol.md): 429 → rate_limit with the
 // Retry-After the server gave; 5xx and connection errors → network; a
-// deadline or 408 → timeout; other 4xx → permanent. When ctx itself is
-// done, ctx's error is returned as it is.
+// deadline or 408 → timeout; other 4xx → permanent. Its Message, which
+// clients see, says what happened in Baton's words and the HTTP status;
+// the endpoint's address, its reply's body (which may quote the key) and
+// the transport's error stay in Err, for the log. When ctx itself is done,
+// ctx's error is returned as it is.
 func classify(ctx context.Context, err error, retryAfter time.Duration) error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ctx.Err()
@@ -218,11 +222,38 @@ func classify(ctx context.Context, err error, retryAfter time.Duration) error {
 	case status >= 400:
 		typ = failure.Permanent
 	}
-	fe := &failure.Error{Type: typ, Err: err}
+	fe := &failure.Error{Type: typ, Err: err, Message: describe(err, status, typ)}
 	if typ == failure.RateLimit {
 		fe.RetryAfter = retryAfter
 	}
 	return fe
+}
+
+// describe is the client-safe message of a failed call: what happened and
+// the HTTP status, never the endpoint's own words.
+func describe(err error, status int, typ string) string {
+	if status != 0 {
+		what := "refused the request"
+		switch {
+		case status == http.StatusTooManyRequests:
+			what = "is limiting requests"
+		case status == http.StatusRequestTimeout:
+			what = "timed out"
+		case status >= 500:
+			what = "failed"
+		}
+		return fmt.Sprintf("the model endpoint %s: %d %s", what, status, strings.ToLower(http.StatusText(status)))
+	}
+	var ne net.Error
+	switch {
+	case typ == failure.Timeout:
+		return "the model endpoint did not answer in time"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection to the model endpoint broke"
+	case errors.As(err, &ne):
+		return "the model endpoint could not be reached"
+	}
+	return "the model endpoint's reply could not be read"
 }
 
 // retryAfter receives the Retry-After of a 429 response; go-openai's

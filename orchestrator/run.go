@@ -202,12 +202,12 @@ func (r *run) plan() (planner.Plan, bool) {
 		}
 		class := failure.Classify(err)
 		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
-			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: err.Error(),
+			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: r.public(err, "stage", "plan", "attempt", req.Attempt),
 			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
 		if !class.Recoverable || retry >= opts.MaxAttempts {
 			r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "attempts", req.Attempt, "type", class.Type)
 			r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
-				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: err.Error()})
+				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: failure.Public(err)})
 			return p, false
 		}
 		delay := delays.Next(class)
@@ -348,16 +348,23 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		in.Tasks[i] = aggregator.TaskOutcome{Task: t.Task, Status: t.Status,
 			Result: report.Results[t.Task.ID], Error: report.Errors[t.Task.ID]}
 	}
-	out, err := r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
-		r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
-	})
+	var out aggregator.Output
+	var err error
+	if counts.Completed == 0 {
+		// Nothing to summarise: the answer explains the failure without
+		// asking the model again (it may be what failed).
+		out = aggregator.Explain(in)
+	} else {
+		out, err = r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
+			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
+		})
+	}
 	if r.ctx.Err() != nil {
 		r.stopped()
 		return
 	}
 	if err != nil {
-		r.sess.srv.log.Info("aggregation failed", "session", r.sess.id, "run", r.id, "err", err)
-		out.Summary = "The results could not be summarised: " + err.Error()
+		out.Summary = "The results could not be summarised: " + r.public(err, "stage", "aggregate")
 		out.Answer = out.Summary
 	}
 	r.emit(wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
@@ -404,7 +411,7 @@ func (e taskEvents) Completed(id string, attempt int, res solver.Result, took ti
 
 func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
 	e.r.emit(wsproto.EventExecutionError, "Task "+id+" failed", &wsproto.ExecutionError{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: err.Error(),
+		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: e.r.public(err, "task", id, "attempt", attempt),
 		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
 }
 
@@ -420,7 +427,7 @@ func (e taskEvents) Recovered(id string, attempt int) {
 
 func (e taskEvents) GaveUp(id string, attempts int, err error) {
 	e.r.emit(wsproto.EventRecoveryFailed, "Gave up on "+id, &wsproto.RecoveryFailed{
-		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: err.Error()})
+		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: failure.Public(err)})
 }
 
 // Decide asks the user what to do with a task that gave up (kind

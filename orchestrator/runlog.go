@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -56,4 +57,13 @@ func (r *run) logEnd(meta any) {
 		attrs = append(attrs, "reason", reason)
 	}
 	r.sess.srv.log.Info("run ended", append([]any{"outcome", outcome}, attrs...)...)
+}
+
+// public logs a model failure with every detail and the run's ids, and
+// returns what the client may be told about it (failure.Public): an
+// error's text goes to a client only through here or failure.Public.
+func (r *run) public(err error, attrs ...any) string {
+	attrs = append([]any{"session", r.sess.id, "run", r.id, "type", failure.Classify(err).Type, "err", err}, attrs...)
+	r.sess.srv.log.Warn("model call failed", attrs...)
+	return failure.Public(err)
 }

@@ -50,7 +50,7 @@ func (m *Sim) Solve(ctx context.Context, in Input, progress func(float64, string
 		}
 		if typ, n, ok := sim.Fail(in.Task.Description); ok && i == 0 && in.Attempt <= n {
 			return Result{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(in.Task.Description),
-				Err: fmt.Errorf("simulated failure of execution %d (the first %d fail)", in.Attempt, n)}
+				Message: fmt.Sprintf("simulated failure of execution %d (the first %d fail)", in.Attempt, n)}
 		}
 		progress(float64(i+1)/simSteps, msg)
 	}

@@ -6,6 +6,7 @@ package openaitest
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -72,6 +73,19 @@ func NewServer(t testing.TB, handle Handler) *Server {
 
 // BaseURL is the API root to point a client at.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// ClosedBaseURL returns a base URL on 127.0.0.1 where nothing listens (a
+// port that was free a moment ago), for tests of an unreachable endpoint.
+func ClosedBaseURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr + "/v1"
+}
 
 // Requests returns the requests received so far.
 func (s *Server) Requests() []Request {
