@@ -127,6 +127,36 @@ func New(cfg Config) (*Client, error) {
 	return &Client{api: goopenai.NewClientWithConfig(ac), cfg: cfg, official: official, now: time.Now}, nil
 }
 
+// NotListedError is CheckModel's error when the endpoint answers but does
+// not list the configured model.
+type NotListedError struct {
+	Model     string
+	Available []string // the models the endpoint listed
+}
+
+func (e *NotListedError) Error() string {
+	return fmt.Sprintf("the endpoint does not list model %q (it lists %d models)", e.Model, len(e.Available))
+}
+
+// CheckModel asks the endpoint for its models (GET /models) and returns
+// nil when the configured model is among them, a *NotListedError when it
+// is not, and otherwise the failure, classified like any call's. Baton
+// calls it once at start, to warn early; a local server may come up later.
+func (c *Client) CheckModel(ctx context.Context) error {
+	list, err := c.api.ListModels(ctx)
+	if err != nil {
+		return fmt.Errorf("list models: %w", classify(ctx, err, 0))
+	}
+	ids := make([]string, len(list.Models))
+	for i, m := range list.Models {
+		if m.ID == c.cfg.Model {
+			return nil
+		}
+		ids[i] = m.ID
+	}
+	return &NotListedError{Model: c.cfg.Model, Available: ids}
+}
+
 // request fills in what every chat request of this client shares.
 func (c *Client) request(msgs []goopenai.ChatCompletionMessage) goopenai.ChatCompletionRequest {
 	req := goopenai.ChatCompletionRequest{

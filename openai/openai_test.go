@@ -343,3 +343,45 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckModel(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(f *fake)
+		model     string
+		notListed bool
+		typ       string // the failure's type, when the check failed
+	}{
+		{name: "listed", model: "test-model"},
+		{name: "not listed", model: "llama3.1", notListed: true},
+		{name: "refused", model: "test-model", typ: failure.Permanent,
+			setup: func(f *fake) { f.FailModels(http.StatusUnauthorized, "bad key") }},
+		{name: "failing", model: "test-model", typ: failure.Network,
+			setup: func(f *fake) { f.FailModels(http.StatusBadGateway, "upstream down") }},
+		{name: "unreachable", model: "test-model", typ: failure.Network,
+			setup: func(f *fake) { f.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, func(http.ResponseWriter, *http.Request, chatRequest) {})
+			c := f.client(t, func(cfg *Config) { cfg.Model = tt.model })
+			if tt.setup != nil {
+				tt.setup(f)
+			}
+			err := c.CheckModel(t.Context())
+			var nl *NotListedError
+			switch {
+			case tt.notListed:
+				if !errors.As(err, &nl) || nl.Model != tt.model || strings.Join(nl.Available, ",") != strings.Join(openaitest.DefaultModels, ",") {
+					t.Errorf("CheckModel = %v, want a NotListedError listing %v", err, openaitest.DefaultModels)
+				}
+			case tt.typ != "":
+				if got := failure.Classify(err).Type; err == nil || got != tt.typ || errors.As(err, &nl) {
+					t.Errorf("CheckModel = %v (%s), want a %s failure", err, got, tt.typ)
+				}
+			case err != nil:
+				t.Errorf("CheckModel = %v", err)
+			}
+		})
+	}
+}

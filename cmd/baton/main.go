@@ -14,13 +14,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
@@ -66,6 +69,46 @@ func models(c config) (orchestrator.Models, error) {
 	return orchestrator.Models{}, fmt.Errorf("--model %q: want sim or openai", c.model)
 }
 
+// endpointChecker is a model whose endpoint can be checked at start.
+type endpointChecker interface {
+	CheckModel(ctx context.Context) error
+}
+
+// endpointCheckTimeout bounds the check of the model endpoint at start.
+const endpointCheckTimeout = 5 * time.Second
+
+// checkEndpoint asks the model endpoint whether it serves the configured
+// model and logs what it finds: a warning when it cannot be reached or
+// does not list the model. Baton starts either way, since a local server
+// may come up later.
+func checkEndpoint(ctx context.Context, log *slog.Logger, ck endpointChecker, cfg openai.Config) {
+	ctx, cancel := context.WithTimeout(ctx, endpointCheckTimeout)
+	defer cancel()
+	base := cfg.BaseURL
+	if base == "" {
+		base = openai.OfficialBaseURL
+	}
+	if u, err := url.Parse(base); err == nil {
+		base = u.Redacted() // no password of a user:password@host URL in the log
+	}
+	err := ck.CheckModel(ctx)
+	var notListed *openai.NotListedError
+	switch {
+	case err == nil:
+		log.Info("model endpoint ready", "base_url", base, "model", cfg.Model)
+	case errors.As(err, &notListed):
+		shown := notListed.Available
+		if len(shown) > 20 {
+			shown = shown[:20]
+		}
+		log.Warn("the model endpoint does not list the configured model; runs will fail unless it serves it anyway (check --openai-model)",
+			"base_url", base, "model", cfg.Model, "available", strings.Join(shown, ","))
+	default:
+		log.Warn("the model endpoint could not be checked; starting anyway (runs fail until it answers)",
+			"base_url", base, "model", cfg.Model, "problem", failure.Public(err), "err", err)
+	}
+}
+
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
 // writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
@@ -92,13 +135,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if ck, ok := m.Planner.(endpointChecker); ok {
+		checkEndpoint(ctx, log, ck, c.openai)
+	}
 	orch, err := orchestrator.New(m, &c.opts)
 	if err != nil {
 		return err
 	}
-
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -127,9 +172,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("debug endpoints", "addr", dln.Addr().String())
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "model", c.model)
-	if c.model == "openai" {
-		log.Info("model endpoint", "base_url", c.openai.BaseURL, "model", c.openai.Model)
-	}
 	host := openableAddr(ln.Addr())
 	fmt.Fprintf(stdout, "baton listening on ws://%s/ws (health: http://%s/healthz)\n", host, host)
 

@@ -133,6 +133,61 @@ func TestOpenAICancelClosesUpstream(t *testing.T) {
 	<-upstreamEnded // the fake server saw its request end; a hang here fails by the test timeout
 }
 
+// TestOpenAIEndpointCheck: with --model openai Baton asks the endpoint for
+// its models at start and warns when it cannot be reached, refuses or does
+// not list the model; it starts either way.
+func TestOpenAIEndpointCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		setup  func(fake *openaitest.Server) (baseURL string)
+		model  string
+		level  string
+		msg    string
+		attrs  map[string]any
+		listed int // how many times the fake was asked for its models
+	}{
+		{name: "ready", model: "test-model", level: "INFO", msg: "model endpoint ready", listed: 1,
+			setup: func(fake *openaitest.Server) string { return fake.BaseURL() }},
+		{name: "model not listed", model: "llama3.1", level: "WARN", listed: 1,
+			msg:   "the model endpoint does not list the configured model; runs will fail unless it serves it anyway (check --openai-model)",
+			attrs: map[string]any{"model": "llama3.1", "available": "qwen2.5,mistral"},
+			setup: func(fake *openaitest.Server) string { fake.SetModels("qwen2.5", "mistral"); return fake.BaseURL() }},
+		{name: "refused", model: "test-model", level: "WARN", listed: 1,
+			msg:   "the model endpoint could not be checked; starting anyway (runs fail until it answers)",
+			attrs: map[string]any{"problem": "the model endpoint refused the request: 401 unauthorized (permanent)"},
+			setup: func(fake *openaitest.Server) string {
+				fake.FailModels(http.StatusUnauthorized, "Incorrect API key provided: sk-test-123")
+				return fake.BaseURL()
+			}},
+		{name: "unreachable", model: "test-model", level: "WARN",
+			msg:   "the model endpoint could not be checked; starting anyway (runs fail until it answers)",
+			attrs: map[string]any{"problem": "the model endpoint could not be reached (network)"},
+			setup: func(*openaitest.Server) string { return openaitest.ClosedBaseURL(t) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := openaitest.NewServer(t, fakeModel(func(int64) string { return fakePlan }, nil))
+			logs := &logSink{}
+			// The check is done before the listening line, which
+			// startServerLogging waits for.
+			base := startServerLogging(t, logs, "--model", "openai", "--openai-base-url", tt.setup(fake), "--openai-model", tt.model)
+			want := map[string]any{"level": tt.level}
+			for k, v := range tt.attrs {
+				want[k] = v
+			}
+			if logs.find(t, tt.msg, want) == nil {
+				t.Errorf("no %s %q with %v in the log:\n%s", tt.level, tt.msg, tt.attrs, logs)
+			}
+			if got := fake.ModelListings(); got != tt.listed {
+				t.Errorf("the models were listed %d times, want %d", got, tt.listed)
+			}
+			healthz(t, base) // started all the same
+		})
+	}
+}
+
 // clientText is everything a client received, as sent.
 func clientText(t *testing.T, frames []client.Frame) string {
 	t.Helper()
