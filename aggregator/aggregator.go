@@ -41,7 +41,8 @@ type Output struct {
 // Aggregator summarises a run. stream is called with successive pieces of
 // text as they are produced (possibly never); it must not block for long.
 // When no task completed, the answer explains the failure instead of
-// summarising results.
+// summarising results (the orchestrator uses Explain then, and does not
+// call the Aggregator).
 type Aggregator interface {
 	Aggregate(ctx context.Context, in Input, stream func(text string)) (Output, error)
 }
@@ -82,11 +83,7 @@ func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Out
 		answer.WriteByte('\n')
 	}
 	if done == 0 {
-		summary := fmt.Sprintf("No task completed for %s.", quote(topic))
-		return Output{
-			Summary: summary,
-			Answer:  summary + " Nothing could be produced:\n" + answer.String(),
-		}, nil
+		return Explain(in), nil
 	}
 	summary := fmt.Sprintf("%d of %d tasks completed for %s.", done, len(in.Tasks), quote(topic))
 	return Output{

@@ -5,8 +5,10 @@
 // exponential backoff with jitter and a cap, from github.com/cenkalti/backoff/v4.
 //
 // Models (simulated or real) return *Error to say what kind of failure they
-// hit; everything else is classified from the error itself. The package
-// knows nothing of events, sessions or connections.
+// hit; everything else is classified from the error itself. What a client
+// is told about a failure is Public(err): a message Baton wrote, never an
+// upstream address, key or raw transport error, which stay in Error.Err for
+// the log. The package knows nothing of events, sessions or connections.
 package failure
 
 import (
@@ -39,21 +41,63 @@ type Error struct {
 	// RetryAfter is how long the model asked to wait (rate_limit), 0 when
 	// it did not say.
 	RetryAfter time.Duration
-	Err        error
+	// Message is what a client may be told (see Public): written by Baton,
+	// with no upstream address, key or raw transport error. Empty means
+	// the type's generic message.
+	Message string
+	// Err is the underlying error, with every detail; it goes to the log,
+	// never to a client.
+	Err error
 }
 
+// Error is the detailed text, for the log: the type and Err, or Message
+// when there is no Err.
 func (e *Error) Error() string {
-	if e.Err == nil {
-		return e.Type
+	switch {
+	case e.Err != nil:
+		return fmt.Sprintf("%s: %v", e.Type, e.Err)
+	case e.Message != "":
+		return e.Type + ": " + e.Message
 	}
-	return fmt.Sprintf("%s: %v", e.Type, e.Err)
+	return e.Type
 }
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// New returns an *Error of the given type with a message.
+// New returns an *Error of the given type with a message Baton writes
+// itself. The message is shown to clients: args must not carry upstream
+// detail (wrap such an error in Err instead).
 func New(typ, format string, args ...any) *Error {
-	return &Error{Type: typ, Err: fmt.Errorf(format, args...)}
+	return &Error{Type: typ, Message: fmt.Sprintf(format, args...)}
+}
+
+// generic is each type's message when the failure has none of its own.
+var generic = map[string]string{
+	Validation: "the model's reply could not be used",
+	Timeout:    "the model did not answer in time",
+	Network:    "the model endpoint could not be reached",
+	RateLimit:  "the model endpoint is limiting requests",
+	Internal:   "an internal error occurred",
+	Permanent:  "the model endpoint refused the request",
+}
+
+// Public returns what a client may be told about err: a message and its
+// type, e.g. "the model endpoint could not be reached (network)". The
+// message is the *Error's Message when it has one, else the generic
+// message of err's class, so no upstream detail — addresses, keys, raw
+// transport errors — ever reaches a client; log err itself for those.
+// Public(nil) is "".
+func Public(err error) string {
+	if err == nil {
+		return ""
+	}
+	c := Classify(err)
+	msg := generic[c.Type]
+	var fe *Error
+	if errors.As(err, &fe) && fe.Message != "" && fe.Type == c.Type {
+		msg = fe.Message
+	}
+	return msg + " (" + c.Type + ")"
 }
 
 // Class is how the pipeline treats an error.

@@ -78,3 +78,29 @@ func TestWaitEndsOnCancel(t *testing.T) {
 		t.Errorf("Wait(0) = %v", err)
 	}
 }
+
+func TestPublic(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"a message Baton wrote", failure.New(failure.Validation, "unusable plan: task 1 has no title"), "unusable plan: task 1 has no title (validation)"},
+		{"an upstream error keeps to the log", &failure.Error{Type: failure.Permanent, Message: "the model endpoint refused the request: 401 unauthorized",
+			Err: errors.New("error, status code: 401, message: Incorrect API key provided: sk-test-123")}, "the model endpoint refused the request: 401 unauthorized (permanent)"},
+		{"no message: the type's own", &failure.Error{Type: failure.Network, Err: errors.New("dial tcp 10.0.0.7:443: connection refused")}, "the model endpoint could not be reached (network)"},
+		{"wrapped", fmt.Errorf("solve: %w", failure.New(failure.RateLimit, "slow down")), "slow down (rate_limit)"},
+		{"an unknown type reads as internal, message and all", &failure.Error{Type: "cosmic_ray", Message: "secret detail"}, "an internal error occurred (internal)"},
+		{"a raw transport error", &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrPermission}, "the model endpoint could not be reached (network)"},
+		{"a deadline", fmt.Errorf("call 10.0.0.7: %w", context.DeadlineExceeded), "the model did not answer in time (timeout)"},
+		{"a plain error", errors.New("panic at 0xdeadbeef"), "an internal error occurred (internal)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := failure.Public(tt.err); got != tt.want {
+				t.Errorf("Public(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,6 +38,9 @@ const OfficialBaseURL = "https://api.openai.com/v1"
 
 // DefaultModel is the model asked for when none is configured.
 const DefaultModel = "gpt-4o-mini"
+
+// ErrBaseURL is New's error for a base URL that is not an http(s) URL.
+var ErrBaseURL = errors.New("not an http(s) URL")
 
 // Config configures a Client. The zero value talks to OpenAI with no key,
 // which New refuses.
@@ -88,7 +92,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL", cfg.BaseURL)
+		return nil, fmt.Errorf("openai: base URL %q: %w", cfg.BaseURL, ErrBaseURL)
 	}
 	official := strings.EqualFold(u.Host, "api.openai.com")
 	if official && cfg.APIKey == "" {
@@ -121,6 +125,36 @@ func New(cfg Config) (*Client, error) {
 	ac.BaseURL = cfg.BaseURL
 	ac.HTTPClient = &wrapped
 	return &Client{api: goopenai.NewClientWithConfig(ac), cfg: cfg, official: official, now: time.Now}, nil
+}
+
+// NotListedError is CheckModel's error when the endpoint answers but does
+// not list the configured model.
+type NotListedError struct {
+	Model     string
+	Available []string // the models the endpoint listed
+}
+
+func (e *NotListedError) Error() string {
+	return fmt.Sprintf("the endpoint does not list model %q (it lists %d models)", e.Model, len(e.Available))
+}
+
+// CheckModel asks the endpoint for its models (GET /models) and returns
+// nil when the configured model is among them, a *NotListedError when it
+// is not, and otherwise the failure, classified like any call's. Baton
+// calls it once at start, to warn early; a local server may come up later.
+func (c *Client) CheckModel(ctx context.Context) error {
+	list, err := c.api.ListModels(ctx)
+	if err != nil {
+		return fmt.Errorf("list models: %w", classify(ctx, err, 0))
+	}
+	ids := make([]string, len(list.Models))
+	for i, m := range list.Models {
+		if m.ID == c.cfg.Model {
+			return nil
+		}
+		ids[i] = m.ID
+	}
+	return &NotListedError{Model: c.cfg.Model, Available: ids}
 }
 
 // request fills in what every chat request of this client shares.
@@ -222,7 +256,7 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 	if !finished {
 		// Every OpenAI-compatible server ends a complete stream with a
 		// finish_reason; a stream that stops without one was cut.
-		return out, &failure.Error{Type: failure.Network, Err: errors.New("the stream ended before the completion finished")}
+		return out, &failure.Error{Type: failure.Network, Message: "the model's stream ended before the completion finished"}
 	}
 	return out, nil
 }
@@ -233,8 +267,11 @@ const maxToolCalls = 64
 // classify maps an error of a call to the endpoint into a *failure.Error
 // (§ error mapping in docs/protocol.md): 429 → rate_limit with the
 // Retry-After the server gave; 5xx and connection errors → network; a
-// deadline or 408 → timeout; other 4xx → permanent. When ctx itself is
-// done, ctx's error is returned as it is.
+// deadline or 408 → timeout; other 4xx → permanent. Its Message, which
+// clients see, says what happened in Baton's words and the HTTP status;
+// the endpoint's address, its reply's body (which may quote the key) and
+// the transport's error stay in Err, for the log. When ctx itself is done,
+// ctx's error is returned as it is.
 func classify(ctx context.Context, err error, retryAfter time.Duration) error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ctx.Err()
@@ -259,11 +296,38 @@ func classify(ctx context.Context, err error, retryAfter time.Duration) error {
 	case status >= 400:
 		typ = failure.Permanent
 	}
-	fe := &failure.Error{Type: typ, Err: err}
+	fe := &failure.Error{Type: typ, Err: err, Message: describe(err, status, typ)}
 	if typ == failure.RateLimit {
 		fe.RetryAfter = retryAfter
 	}
 	return fe
+}
+
+// describe is the client-safe message of a failed call: what happened and
+// the HTTP status, never the endpoint's own words.
+func describe(err error, status int, typ string) string {
+	if status != 0 {
+		what := "refused the request"
+		switch {
+		case status == http.StatusTooManyRequests:
+			what = "is limiting requests"
+		case status == http.StatusRequestTimeout:
+			what = "timed out"
+		case status >= 500:
+			what = "failed"
+		}
+		return fmt.Sprintf("the model endpoint %s: %d %s", what, status, strings.ToLower(http.StatusText(status)))
+	}
+	var ne net.Error
+	switch {
+	case typ == failure.Timeout:
+		return "the model endpoint did not answer in time"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection to the model endpoint broke"
+	case errors.As(err, &ne):
+		return "the model endpoint could not be reached"
+	}
+	return "the model endpoint's reply could not be read"
 }
 
 // retryAfter receives the Retry-After of a 429 response; go-openai's

@@ -237,24 +237,34 @@ func TestErrorMapping(t *testing.T) {
 		ctxTimeout time.Duration
 		want       string
 		retryAfter time.Duration
+		public     string // failure.Public: what a client is told
 	}{
 		{name: "429 with Retry-After", handle: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Retry-After", "7")
 			apiError(w, 429, "slow down")
-		}, want: failure.RateLimit, retryAfter: 7 * time.Second},
-		{name: "429 without Retry-After", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 429, "slow down") }, want: failure.RateLimit},
-		{name: "500", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 500, "oops") }, want: failure.Network},
+		}, want: failure.RateLimit, retryAfter: 7 * time.Second, public: "the model endpoint is limiting requests: 429 too many requests (rate_limit)"},
+		{name: "429 without Retry-After", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 429, "slow down") }, want: failure.RateLimit,
+			public: "the model endpoint is limiting requests: 429 too many requests (rate_limit)"},
+		{name: "500", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 500, "oops") }, want: failure.Network,
+			public: "the model endpoint failed: 500 internal server error (network)"},
 		{name: "503 plain text", handle: func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
-		}, want: failure.Network},
-		{name: "400", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 400, "bad") }, want: failure.Permanent},
-		{name: "401", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 401, "no key") }, want: failure.Permanent},
-		{name: "403", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 403, "forbidden") }, want: failure.Permanent},
-		{name: "404", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 404, "no such model") }, want: failure.Permanent},
-		{name: "408", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 408, "too slow") }, want: failure.Timeout},
+		}, want: failure.Network, public: "the model endpoint failed: 503 service unavailable (network)"},
+		{name: "400", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 400, "bad") }, want: failure.Permanent,
+			public: "the model endpoint refused the request: 400 bad request (permanent)"},
+		{name: "401", handle: func(w http.ResponseWriter, _ *http.Request) {
+			apiError(w, 401, "Incorrect API key provided: sk-test-123")
+		}, want: failure.Permanent,
+			public: "the model endpoint refused the request: 401 unauthorized (permanent)"},
+		{name: "403", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 403, "forbidden") }, want: failure.Permanent,
+			public: "the model endpoint refused the request: 403 forbidden (permanent)"},
+		{name: "404", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 404, "no such model") }, want: failure.Permanent,
+			public: "the model endpoint refused the request: 404 not found (permanent)"},
+		{name: "408", handle: func(w http.ResponseWriter, _ *http.Request) { apiError(w, 408, "too slow") }, want: failure.Timeout,
+			public: "the model endpoint timed out: 408 request timeout (timeout)"},
 		{name: "deadline", ctxTimeout: 50 * time.Millisecond, handle: func(_ http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()
-		}, want: failure.Timeout},
+		}, want: failure.Timeout, public: "the model endpoint did not answer in time (timeout)"},
 		{name: "stream cut mid-way", handle: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "half"}}}})
@@ -262,11 +272,11 @@ func TestErrorMapping(t *testing.T) {
 			if err == nil {
 				conn.Close()
 			}
-		}, want: failure.Network},
+		}, want: failure.Network, public: "the connection to the model endpoint broke (network)"},
 		{name: "stream ends without finish_reason", handle: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			chunk(w, map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": "half"}}}})
-		}, want: failure.Network},
+		}, want: failure.Network, public: "the model's stream ended before the completion finished (network)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,6 +295,9 @@ func TestErrorMapping(t *testing.T) {
 			if c := failure.Classify(err); c.Type != tt.want || c.RetryAfter != tt.retryAfter {
 				t.Errorf("class %+v, want type %s retry-after %v (err %v)", c, tt.want, tt.retryAfter, err)
 			}
+			if got := failure.Public(err); got != tt.public {
+				t.Errorf("public %q, want %q (err %v)", got, tt.public, err)
+			}
 		})
 	}
 	t.Run("connection refused", func(t *testing.T) {
@@ -294,6 +307,9 @@ func TestErrorMapping(t *testing.T) {
 		_, err := c.Turn(t.Context(), &solver.Turn{}, func(float64, string) {})
 		if got := failure.Classify(err).Type; got != failure.Network {
 			t.Errorf("type %s (err %v), want network", got, err)
+		}
+		if got, want := failure.Public(err), "the model endpoint could not be reached (network)"; got != want {
+			t.Errorf("public %q, want %q (err %v)", got, want, err)
 		}
 	})
 }
@@ -360,5 +376,47 @@ func TestParseRetryAfter(t *testing.T) {
 		if got := parseRetryAfter(tt.in, now); got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestCheckModel(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(f *fake)
+		model     string
+		notListed bool
+		typ       string // the failure's type, when the check failed
+	}{
+		{name: "listed", model: "test-model"},
+		{name: "not listed", model: "llama3.1", notListed: true},
+		{name: "refused", model: "test-model", typ: failure.Permanent,
+			setup: func(f *fake) { f.FailModels(http.StatusUnauthorized, "bad key") }},
+		{name: "failing", model: "test-model", typ: failure.Network,
+			setup: func(f *fake) { f.FailModels(http.StatusBadGateway, "upstream down") }},
+		{name: "unreachable", model: "test-model", typ: failure.Network,
+			setup: func(f *fake) { f.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, func(http.ResponseWriter, *http.Request, chatRequest) {})
+			c := f.client(t, func(cfg *Config) { cfg.Model = tt.model })
+			if tt.setup != nil {
+				tt.setup(f)
+			}
+			err := c.CheckModel(t.Context())
+			var nl *NotListedError
+			switch {
+			case tt.notListed:
+				if !errors.As(err, &nl) || nl.Model != tt.model || strings.Join(nl.Available, ",") != strings.Join(openaitest.DefaultModels, ",") {
+					t.Errorf("CheckModel = %v, want a NotListedError listing %v", err, openaitest.DefaultModels)
+				}
+			case tt.typ != "":
+				if got := failure.Classify(err).Type; err == nil || got != tt.typ || errors.As(err, &nl) {
+					t.Errorf("CheckModel = %v (%s), want a %s failure", err, got, tt.typ)
+				}
+			case err != nil:
+				t.Errorf("CheckModel = %v", err)
+			}
+		})
 	}
 }

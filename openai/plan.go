@@ -88,7 +88,7 @@ func (c *Client) Plan(ctx context.Context, req planner.Request, step func(string
 		}
 		plan, perr := parsePlan(out.text)
 		if perr != nil {
-			return planner.Plan{}, &failure.Error{Type: failure.Validation, Err: perr}
+			return planner.Plan{}, &failure.Error{Type: failure.Validation, Message: perr.Error(), Err: perr}
 		}
 		plan.Usage = out.usage
 		step(fmt.Sprintf("Checked the plan: %d tasks", len(plan.Tasks)))

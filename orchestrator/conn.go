@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -25,11 +26,14 @@ type conn struct {
 	// frames counts the client frames read so far (reader goroutine only).
 	frames int
 
-	mu          sync.Mutex // guards queue, spare, closeCode, closeReason
+	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, dropped
 	queue       [][]byte
 	spare       [][]byte
 	closeCode   websocket.StatusCode
 	closeReason string
+	// dropped says why the server dropped the connection without a close
+	// handshake ("no pong", "write failed"), for the close log.
+	dropped string
 
 	closing atomic.Bool   // a close has been requested
 	wake    chan struct{} // cap 1: the writer has something to do
@@ -131,6 +135,7 @@ func (c *conn) writeLoop() {
 			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
 				cancel()
 				c.log.Debug("write failed; dropping connection", "err", err)
+				c.drop("write failed")
 				c.ws.CloseNow()
 				return
 			}
@@ -161,8 +166,42 @@ func (c *conn) startPing() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.PongTimeout)
 		defer cancel()
 		if err := c.ws.Ping(ctx); err != nil {
-			c.log.Info("no pong; dropping connection", "err", err)
+			c.log.Debug("no pong; dropping connection", "err", err)
+			c.drop("no pong")
 			c.ws.CloseNow()
 		}
 	}()
+}
+
+// drop notes why the server is dropping the connection; the first reason
+// wins.
+func (c *conn) drop(why string) {
+	c.mu.Lock()
+	if c.dropped == "" {
+		c.dropped = why
+	}
+	c.mu.Unlock()
+}
+
+// statusLost is the close status of a connection that ended without a
+// close frame (RFC 6455 §7.1.5).
+const statusLost websocket.StatusCode = 1006
+
+// ended says why the connection ended, for the close log: who ended it and
+// the close status. err is what the reader's last Read returned.
+func (c *conn) ended(err error) (end string, status websocket.StatusCode) {
+	c.mu.Lock()
+	code, reason, dropped := c.closeCode, c.closeReason, c.dropped
+	c.mu.Unlock()
+	switch {
+	case code != 0:
+		return "server closed: " + reason, code
+	case dropped != "":
+		return "server dropped: " + dropped, statusLost
+	case errors.Is(err, websocket.ErrMessageTooBig):
+		return "frame too large", websocket.StatusMessageTooBig
+	case websocket.CloseStatus(err) != -1:
+		return "client closed", websocket.CloseStatus(err)
+	}
+	return "connection lost", statusLost
 }

@@ -12,15 +12,15 @@ import (
 )
 
 // readLoop reads client frames until the connection ends, answering each
-// bad one with system.error and changing nothing for it.
-func (c *conn) readLoop() {
+// bad one with system.error and changing nothing for it. It returns the
+// error that ended the connection.
+func (c *conn) readLoop() error {
 	for {
 		// No per-read deadline: cancelling a Read's context closes the
 		// connection, and liveness is the pinger's job.
 		typ, data, err := c.ws.Read(context.Background())
 		if err != nil {
-			c.log.Debug("connection ended", "status", websocket.CloseStatus(err), "err", err)
-			return
+			return err
 		}
 		c.frames++
 		if typ != websocket.MessageText {

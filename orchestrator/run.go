@@ -33,6 +33,10 @@ type run struct {
 	// sched is the solver run while solving, nil otherwise. Guarded by
 	// sess.mu.
 	sched *solver.Run
+	// completed is the run's pipeline.completed, for its end log; ended
+	// is set once that log is written (under sess.mu).
+	completed *wsproto.PipelineCompleted
+	ended     bool
 }
 
 // confirm is an open agent.user_confirm waiting for its user.response.
@@ -68,6 +72,7 @@ func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Err
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now()}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
+	r.logStart(tasks)
 	sess.srv.runWG.Add(1)
 	go r.execute(tasks)
 	return nil
@@ -140,6 +145,7 @@ func (r *run) finishLocked(event, content string, meta any) {
 	if event != "" {
 		r.sess.emitLocked(event, "", content, meta)
 	}
+	r.logEnd(meta)
 	for id, c := range r.sess.confirms {
 		if c.run == r {
 			r.sess.closeConfirmLocked(id)
@@ -197,12 +203,12 @@ func (r *run) plan() (planner.Plan, bool) {
 		}
 		class := failure.Classify(err)
 		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
-			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: err.Error(),
+			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: r.public(err, "stage", "plan", "attempt", req.Attempt),
 			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
 		if !class.Recoverable || retry >= opts.MaxAttempts {
 			r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "attempts", req.Attempt, "type", class.Type)
 			r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
-				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: err.Error()})
+				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: failure.Public(err)})
 			return p, false
 		}
 		delay := delays.Next(class)
@@ -349,16 +355,23 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		in.Tasks[i] = aggregator.TaskOutcome{Task: t.Task, Status: t.Status,
 			Result: report.Results[t.Task.ID], Error: report.Errors[t.Task.ID]}
 	}
-	out, err := r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
-		r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
-	})
+	var out aggregator.Output
+	var err error
+	if counts.Completed == 0 {
+		// Nothing to summarise: the answer explains the failure without
+		// asking the model again (it may be what failed).
+		out = aggregator.Explain(in)
+	} else {
+		out, err = r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
+			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
+		})
+	}
 	if r.ctx.Err() != nil {
 		r.stopped()
 		return
 	}
 	if err != nil {
-		r.sess.srv.log.Info("aggregation failed", "session", r.sess.id, "run", r.id, "err", err)
-		out.Summary = "The results could not be summarised: " + err.Error()
+		out.Summary = "The results could not be summarised: " + r.public(err, "stage", "aggregate")
 		out.Answer = out.Summary
 	}
 	r.emit(wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
@@ -370,7 +383,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	case 0:
 		status = wsproto.StatusFailed
 	}
-	r.emit(wsproto.EventPipelineCompleted, "Run "+status, &wsproto.PipelineCompleted{
+	r.completed = &wsproto.PipelineCompleted{
 		RunID:      r.id,
 		Status:     status,
 		Completed:  counts.Completed,
@@ -379,7 +392,8 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		Cancelled:  counts.Cancelled,
 		DurationMS: time.Since(r.started).Milliseconds(),
 		Usage:      r.usage.Add(report.Usage).Add(out.Usage),
-	})
+	}
+	r.emit(wsproto.EventPipelineCompleted, "Run "+status, r.completed)
 	r.finish(wsproto.EventFinalAnswer, out.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: out.Answer})
 }
 
@@ -404,7 +418,7 @@ func (e taskEvents) Completed(id string, attempt int, res solver.Result, took ti
 
 func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
 	e.r.emit(wsproto.EventExecutionError, "Task "+id+" failed", &wsproto.ExecutionError{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: err.Error(),
+		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: e.r.public(err, "task", id, "attempt", attempt),
 		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
 }
 
@@ -420,7 +434,7 @@ func (e taskEvents) Recovered(id string, attempt int) {
 
 func (e taskEvents) GaveUp(id string, attempts int, err error) {
 	e.r.emit(wsproto.EventRecoveryFailed, "Gave up on "+id, &wsproto.RecoveryFailed{
-		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: err.Error()})
+		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: failure.Public(err)})
 }
 
 // Decide asks the user what to do with a task that gave up (kind

@@ -216,10 +216,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
+	opened := time.Now()
+	c.log.Info("connection opened", "remote", r.RemoteAddr)
 	c.wg.Add(1)
 	go c.writeLoop()
 	sess.attachFresh(c)
-	c.readLoop()
+	err = c.readLoop()
 
 	close(c.gone)
 	c.wg.Wait()
@@ -227,6 +229,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	end, status := c.ended(err)
+	// c.sess is the session the connection ended on (a resume moves it).
+	s.log.Info("connection closed", "session", c.sess.id, "duration_ms", time.Since(opened).Milliseconds(),
+		"end", end, "close_status", int(status), "frames", c.frames)
 }
 
 // Close closes every connection with 1012, then cancels every run and

@@ -86,7 +86,7 @@ func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, e
 			return Plan{}, err
 		}
 		return Plan{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(request),
-			Err: fmt.Errorf("simulated planning failure of attempt %d (the first %d fail)", req.Attempt, n)}
+			Message: fmt.Sprintf("simulated planning failure of attempt %d (the first %d fail)", req.Attempt, n)}
 	}
 	topic := sim.Topic(request, 60)
 	h := fnv.New32a()

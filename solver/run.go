@@ -351,7 +351,7 @@ func (s *scheduler) once(ctx context.Context, in Input) (Result, error) {
 	})
 	if ctx.Err() == nil && ectx.Err() != nil {
 		return Result{}, &failure.Error{Type: failure.Timeout,
-			Err: fmt.Errorf("execution took longer than %s", s.opts.TaskTimeout)}
+			Message: fmt.Sprintf("the execution took longer than %s", s.opts.TaskTimeout)}
 	}
 	return result, err
 }
@@ -373,7 +373,7 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 		}
 	case o.gaveUp && ctx.Err() == nil:
 		s.status[i] = deciding
-		s.errs[id] = o.err.Error()
+		s.errs[id] = failure.Public(o.err)
 		s.busy++
 		dctx, stop := context.WithCancelCause(ctx)
 		s.stops[i] = stop
@@ -392,7 +392,7 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 		s.skipDependents(i)
 	default:
 		s.status[i] = wsproto.TaskFailed
-		s.errs[id] = o.err.Error()
+		s.errs[id] = failure.Public(o.err)
 		s.skipDependents(i)
 	}
 }

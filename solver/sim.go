@@ -59,7 +59,7 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 	}
 	if typ, n, ok := sim.Fail(desc); ok && t.Round == 1 && t.Attempt <= n {
 		return Reply{}, &failure.Error{Type: typ, RetryAfter: sim.RetryAfter(desc),
-			Err: fmt.Errorf("simulated failure of execution %d (the first %d fail)", t.Attempt, n)}
+			Message: fmt.Sprintf("simulated failure of execution %d (the first %d fail)", t.Attempt, n)}
 	}
 	done := 0 // rounds of tool calls so far
 	for _, msg := range t.Messages {

@@ -168,7 +168,9 @@ var ErrUnknownTask = errors.New("solver: no such task to cancel")
 type Report struct {
 	Tasks   []TaskStatus
 	Results map[string]string
-	Errors  map[string]string
+	// Errors holds what a client may be told (failure.Public) of the last
+	// error of each task that failed.
+	Errors map[string]string
 	// Usage is the total of the completed executions.
 	Usage wsproto.Usage
 }

@@ -27,28 +27,6 @@ func agentFlags(fs *flag.FlagSet, l *solver.Loop, a *agentConfig) {
 	fs.StringVar(&a.workspace, "workspace", "", "directory the read-only workspace tools (list_files, read_file, search_files) may read")
 }
 
-// checkAgent reports the first agent loop setting that is out of range.
-func checkAgent(l solver.Loop) error {
-	for _, v := range []struct {
-		name  string
-		value int
-	}{
-		{"--max-rounds", l.MaxRounds},
-		{"--tool-result-limit", l.ToolResultLimit},
-		{"--max-context-bytes", l.MaxContextBytes},
-		{"--todo-complete-after", l.TodoCompleteAfter},
-		{"--todo-block-after", l.TodoBlockAfter},
-	} {
-		if v.value < 1 {
-			return fmt.Errorf("%s must be at least 1, not %d", v.name, v.value)
-		}
-	}
-	if l.ToolTimeout <= 0 {
-		return errors.New("--tool-timeout must be positive")
-	}
-	return nil
-}
-
 // tools opens what the flags offer to every task besides the built-in
 // tools. The returned closer releases it.
 func tools(a agentConfig) (*tool.Set, io.Closer, error) {

@@ -302,3 +302,47 @@ func TestPlanningFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerExplainsTotalFailure: when no task completed, the final answer
+// says which tasks failed with which category, and which were skipped or
+// cancelled.
+func TestAnswerExplainsTotalFailure(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--retry-base", "1ms", "--max-attempts", "1")
+	c, _ := connect(t, base)
+	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{
+		failTask("a", "[sim:fail=permanent*1]"), failTask("b", "[sim:fail=network*9]"), failTask("c", "", "a", "b"), failTask("d", "[sim:sleep=1h]")}})
+	seen := map[string]bool{}
+	var frames []client.Frame
+	for len(seen) < 2 { // a and b each ask; d is cancelled once both are answered
+		m, fs := answerTaskFailed(t, c, "")
+		frames = append(frames, fs...)
+		seen[m.TaskID] = true
+		if len(seen) == 2 {
+			c.send("user.cancel_task", map[string]any{"task_id": "d"})
+		}
+		c.respond(m.StepID, map[string]any{"action": "skip"})
+	}
+	frames = append(frames, c.until(wsproto.EventFinalAnswer)...)
+	done := meta[wsproto.PipelineCompleted](t, frames[len(frames)-2])
+	if done.Status != wsproto.StatusFailed || done.Failed != 2 || done.Skipped != 1 || done.Cancelled != 1 {
+		t.Errorf("pipeline.completed %+v", done)
+	}
+	answer := meta[wsproto.FinalAnswer](t, frames[len(frames)-1]).Content
+	for _, want := range []string{
+		"No task completed for your tasks (2 failed, 1 skipped, 1 cancelled).",
+		"- Task a (a): failed: simulated failure of execution 1 (the first 1 fail) (permanent)",
+		"- Task b (b): failed: simulated failure of execution 2 (the first 9 fail) (network)",
+		"- Task c (c): skipped, because a, b did not complete",
+		"- Task d (d): cancelled",
+	} {
+		if !strings.Contains(answer, want) {
+			t.Errorf("the answer lacks %q:\n%s", want, answer)
+		}
+	}
+	for _, f := range frames {
+		if f.Event == wsproto.EventAggregateProgress {
+			t.Errorf("aggregate.progress in a run with nothing to aggregate: %s", f.Metadata)
+		}
+	}
+}

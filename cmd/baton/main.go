@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
@@ -33,96 +35,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "baton:", err)
 		os.Exit(1)
 	}
-}
-
-// config is what the flags and environment say.
-type config struct {
-	addr           string
-	debugAddr      string
-	model          string
-	simDelay       time.Duration
-	logFormat      string
-	logLevel       string
-	allowedOrigins string
-	openai         openai.Config
-	opts           orchestrator.Options
-	agent          agentConfig
-}
-
-// parseConfig reads flags, each of which falls back to BATON_<NAME> in the
-// environment (upper snake case), then to its default.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("baton", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	o := &c.opts
-	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on")
-	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve /debug/pprof/ and /debug/vars here (keep it private, e.g. 127.0.0.1:6060)")
-	fs.StringVar(&c.model, "model", "sim", "model backend: sim (built-in, no network) or openai (any OpenAI-compatible endpoint)")
-	fs.StringVar(&c.openai.BaseURL, "openai-base-url", "", "OpenAI-compatible API root (default "+openai.OfficialBaseURL+"; also OPENAI_BASE_URL)")
-	fs.StringVar(&c.openai.Model, "openai-model", openai.DefaultModel, "model name to ask the endpoint for")
-	fs.IntVar(&c.openai.MaxOutputTokens, "max-output-tokens", 1024, "most tokens one completion may produce")
-	fs.IntVar(&o.BufferSize, "buffer-size", 1000, "events kept per session for replay")
-	fs.DurationVar(&o.SessionTTL, "session-ttl", 5*time.Minute, "how long a session outlives its last connection")
-	fs.DurationVar(&o.ConfirmTimeout, "confirm-timeout", 5*time.Minute, "how long a confirmation waits for its answer")
-	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "tasks of a run executing at once")
-	fs.IntVar(&o.MaxAttempts, "max-attempts", 3, "retries of a failed task")
-	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
-	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
-	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
-	fs.Int64Var(&o.ReadLimit, "read-limit", 65536, "largest client frame in bytes (larger closes with 1009)")
-	fs.DurationVar(&c.simDelay, "sim-delay", 150*time.Millisecond, "pace of the simulated model's steps")
-	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated Origin host patterns allowed besides the server's own host")
-	fs.DurationVar(&o.PingInterval, "ping-interval", 25*time.Second, "how often the server pings each connection")
-	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
-	agentFlags(fs, &o.Loop, &c.agent)
-
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "BATON_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && envErr == nil {
-			if err := f.Value.Set(v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
-	}
-	// The OpenAI SDKs' own variables, below Baton's flags and BATON_* ones.
-	c.openai.APIKey = getenv("OPENAI_API_KEY")
-	if c.openai.BaseURL == "" {
-		c.openai.BaseURL = getenv("OPENAI_BASE_URL")
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	for _, p := range strings.Split(c.allowedOrigins, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			o.AllowedOrigins = append(o.AllowedOrigins, p)
-		}
-	}
-	switch {
-	case o.BufferSize < 1, o.MaxParallel < 1, o.MaxTasks < 1, o.ReadLimit < 1, o.MaxAttempts < 1, c.openai.MaxOutputTokens < 1:
-		return c, errors.New("--buffer-size, --max-parallel, --max-tasks, --read-limit, --max-attempts and --max-output-tokens must be at least 1")
-	case o.SessionTTL <= 0, o.ConfirmTimeout <= 0, o.PingInterval <= 0, o.PongTimeout <= 0, o.TaskTimeout <= 0, o.RetryBase <= 0, c.simDelay < 0:
-		return c, errors.New("durations must be positive (--sim-delay may be 0)")
-	}
-	if err := checkAgent(o.Loop); err != nil {
-		return c, err
-	}
-	if c.logFormat != "text" && c.logFormat != "json" {
-		return c, fmt.Errorf("--log-format %q: want text or json", c.logFormat)
-	}
-	if err := new(slog.Level).UnmarshalText([]byte(c.logLevel)); err != nil {
-		return c, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.logLevel)
-	}
-	return c, nil
 }
 
 // openableAddr is the listener's address as a person can open it: an
@@ -145,12 +57,56 @@ func models(c config) (orchestrator.Models, error) {
 		}, nil
 	case "openai":
 		client, err := openai.New(c.openai)
+		if errors.Is(err, openai.ErrBaseURL) {
+			return orchestrator.Models{}, fmt.Errorf("%s: %q is not an http(s) URL (e.g. http://localhost:11434/v1)",
+				c.src("openai-base-url"), c.openai.BaseURL)
+		}
 		if err != nil {
 			return orchestrator.Models{}, err
 		}
 		return orchestrator.Models{Planner: client, Solver: client, Aggregator: client}, nil
 	}
 	return orchestrator.Models{}, fmt.Errorf("--model %q: want sim or openai", c.model)
+}
+
+// endpointChecker is a model whose endpoint can be checked at start.
+type endpointChecker interface {
+	CheckModel(ctx context.Context) error
+}
+
+// endpointCheckTimeout bounds the check of the model endpoint at start.
+const endpointCheckTimeout = 5 * time.Second
+
+// checkEndpoint asks the model endpoint whether it serves the configured
+// model and logs what it finds: a warning when it cannot be reached or
+// does not list the model. Baton starts either way, since a local server
+// may come up later.
+func checkEndpoint(ctx context.Context, log *slog.Logger, ck endpointChecker, cfg openai.Config) {
+	ctx, cancel := context.WithTimeout(ctx, endpointCheckTimeout)
+	defer cancel()
+	base := cfg.BaseURL
+	if base == "" {
+		base = openai.OfficialBaseURL
+	}
+	if u, err := url.Parse(base); err == nil {
+		base = u.Redacted() // no password of a user:password@host URL in the log
+	}
+	err := ck.CheckModel(ctx)
+	var notListed *openai.NotListedError
+	switch {
+	case err == nil:
+		log.Info("model endpoint ready", "base_url", base, "model", cfg.Model)
+	case errors.As(err, &notListed):
+		shown := notListed.Available
+		if len(shown) > 20 {
+			shown = shown[:20]
+		}
+		log.Warn("the model endpoint does not list the configured model; runs will fail unless it serves it anyway (check --openai-model)",
+			"base_url", base, "model", cfg.Model, "available", strings.Join(shown, ","))
+	default:
+		log.Warn("the model endpoint could not be checked; starting anyway (runs fail until it answers)",
+			"base_url", base, "model", cfg.Model, "problem", failure.Public(err), "err", err)
+	}
 }
 
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
@@ -179,6 +135,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if ck, ok := m.Planner.(endpointChecker); ok {
+		checkEndpoint(ctx, log, ck, c.openai)
+	}
 	set, closeTools, err := tools(c.agent)
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
@@ -190,13 +151,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		orch.Close(context.Background())
-		return fmt.Errorf("listen: %w", err)
+		return fmt.Errorf("listen on %s %q: %w", c.src("addr"), c.addr, err)
 	}
 	srv := &http.Server{
 		Handler:           routes(orch),
@@ -211,7 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			srv.Close()
 			<-served
 			orch.Close(context.Background())
-			return fmt.Errorf("listen (debug): %w", err)
+			return fmt.Errorf("listen on %s %q: %w", c.src("debug-addr"), c.debugAddr, err)
 		}
 		dsrv := &http.Server{Handler: debugRoutes(), ReadHeaderTimeout: 10 * time.Second}
 		debugServed := make(chan struct{})
@@ -220,9 +178,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("debug endpoints", "addr", dln.Addr().String())
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "model", c.model)
-	if c.model == "openai" {
-		log.Info("model endpoint", "base_url", c.openai.BaseURL, "model", c.openai.Model)
-	}
 	host := openableAddr(ln.Addr())
 	fmt.Fprintf(stdout, "baton listening on ws://%s/ws (health: http://%s/healthz)\n", host, host)
 

@@ -28,9 +28,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // and run must return nil, when the test ends.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
+	return startServerLogging(t, io.Discard, args...)
+}
+
+// startServerLogging is startServer with the server's JSON log written to
+// stderr.
+func startServerLogging(t *testing.T, stderr io.Writer, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	base := startServerCtx(t, ctx, done, args...)
+	base := startServerCtx(t, ctx, done, stderr, args...)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -40,13 +47,14 @@ func startServer(t *testing.T, args ...string) string {
 	return base
 }
 
-// startServerCtx starts the server under ctx; run's result goes to done.
-func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, args ...string) string {
+// startServerCtx starts the server under ctx, logging to stderr; run's
+// result goes to done.
+func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, stderr io.Writer, args ...string) string {
 	t.Helper()
 	pr, pw := io.Pipe()
 	all := append([]string{"--addr", "127.0.0.1:0", "--sim-delay", "1ms", "--log-format", "json"}, args...)
 	go func() {
-		err := run(ctx, all, func(string) string { return "" }, pw, io.Discard)
+		err := run(ctx, all, func(string) string { return "" }, pw, stderr)
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
@@ -297,4 +305,61 @@ func (l *frameLog) all() []client.Frame {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]client.Frame(nil), l.frames...)
+}
+
+// logSink collects a server's JSON log for a test to inspect.
+type logSink struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.buf = append(l.buf, p...)
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+func (l *logSink) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
+}
+
+// records decodes the complete lines written so far.
+func (l *logSink) records(t *testing.T) []map[string]any {
+	t.Helper()
+	text := l.String()
+	text = text[:strings.LastIndexByte(text, '\n')+1]
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// find returns the first record with message msg and every attribute of
+// want (compared as printed), or nil.
+func (l *logSink) find(t *testing.T, msg string, want map[string]any) map[string]any {
+	t.Helper()
+next:
+	for _, r := range l.records(t) {
+		if r["msg"] != msg {
+			continue
+		}
+		for k, v := range want {
+			if fmt.Sprint(r[k]) != fmt.Sprint(v) {
+				continue next
+			}
+		}
+		return r
+	}
+	return nil
 }

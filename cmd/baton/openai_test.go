@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/openai/openaitest"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -129,4 +131,163 @@ func TestOpenAICancelClosesUpstream(t *testing.T) {
 	c.send("user.cancel", nil)
 	c.until(wsproto.EventPipelineCancelled)
 	<-upstreamEnded // the fake server saw its request end; a hang here fails by the test timeout
+}
+
+// TestOpenAIEndpointCheck: with --model openai Baton asks the endpoint for
+// its models at start and warns when it cannot be reached, refuses or does
+// not list the model; it starts either way.
+func TestOpenAIEndpointCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		setup  func(fake *openaitest.Server) (baseURL string)
+		model  string
+		level  string
+		msg    string
+		attrs  map[string]any
+		listed int // how many times the fake was asked for its models
+	}{
+		{name: "ready", model: "test-model", level: "INFO", msg: "model endpoint ready", listed: 1,
+			setup: func(fake *openaitest.Server) string { return fake.BaseURL() }},
+		{name: "model not listed", model: "llama3.1", level: "WARN", listed: 1,
+			msg:   "the model endpoint does not list the configured model; runs will fail unless it serves it anyway (check --openai-model)",
+			attrs: map[string]any{"model": "llama3.1", "available": "qwen2.5,mistral"},
+			setup: func(fake *openaitest.Server) string { fake.SetModels("qwen2.5", "mistral"); return fake.BaseURL() }},
+		{name: "refused", model: "test-model", level: "WARN", listed: 1,
+			msg:   "the model endpoint could not be checked; starting anyway (runs fail until it answers)",
+			attrs: map[string]any{"problem": "the model endpoint refused the request: 401 unauthorized (permanent)"},
+			setup: func(fake *openaitest.Server) string {
+				fake.FailModels(http.StatusUnauthorized, "Incorrect API key provided: sk-test-123")
+				return fake.BaseURL()
+			}},
+		{name: "unreachable", model: "test-model", level: "WARN",
+			msg:   "the model endpoint could not be checked; starting anyway (runs fail until it answers)",
+			attrs: map[string]any{"problem": "the model endpoint could not be reached (network)"},
+			setup: func(*openaitest.Server) string { return openaitest.ClosedBaseURL(t) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fake := openaitest.NewServer(t, fakeModel(func(int64) string { return fakePlan }, nil))
+			logs := &logSink{}
+			// The check is done before the listening line, which
+			// startServerLogging waits for.
+			base := startServerLogging(t, logs, "--model", "openai", "--openai-base-url", tt.setup(fake), "--openai-model", tt.model)
+			want := map[string]any{"level": tt.level}
+			for k, v := range tt.attrs {
+				want[k] = v
+			}
+			if logs.find(t, tt.msg, want) == nil {
+				t.Errorf("no %s %q with %v in the log:\n%s", tt.level, tt.msg, tt.attrs, logs)
+			}
+			if got := fake.ModelListings(); got != tt.listed {
+				t.Errorf("the models were listed %d times, want %d", got, tt.listed)
+			}
+			healthz(t, base) // started all the same
+		})
+	}
+}
+
+// clientText is everything a client received, as sent.
+func clientText(t *testing.T, frames []client.Frame) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range frames {
+		raw, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(raw)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// TestOpenAIFailuresStayPrivate: what a client is told of a failing model
+// endpoint is a category and Baton's message, never its address, a key or
+// the raw Go error; the log keeps the detail. A run in which no task
+// completed is answered without asking the model to aggregate.
+func TestOpenAIFailuresStayPrivate(t *testing.T) {
+	t.Parallel()
+	const keyInBody = "Incorrect API key provided: sk-test-abc123. You can find your API key at https://platform.openai.com/account/api-keys."
+	refusing := openaitest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ openaitest.Request) {
+		openaitest.Error(w, http.StatusUnauthorized, keyInBody)
+	})
+	closed := openaitest.ClosedBaseURL(t)
+	tests := []struct {
+		name    string
+		baseURL string
+		fake    *openaitest.Server // nil when nothing listens
+		public  string             // what error.execution says
+		logged  string             // in the log's err of "model call failed"
+	}{
+		{name: "unreachable", baseURL: closed, public: "the model endpoint could not be reached (network)", logged: "connection refused"},
+		{name: "401 quoting the key", baseURL: refusing.BaseURL(), fake: refusing,
+			public: "the model endpoint refused the request: 401 unauthorized (permanent)", logged: "sk-test-abc123"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			host := strings.TrimSuffix(strings.TrimPrefix(tt.baseURL, "http://"), "/v1")
+			_, port, _ := strings.Cut(host, ":")
+			forbidden := []string{host, ":" + port, "127.0.0.1", "sk-", "Incorrect API key", "dial tcp", "connection refused", "status code", "Post \""}
+			logs := &logSink{}
+			base := startServerLogging(t, logs, "--model", "openai", "--openai-base-url", tt.baseURL,
+				"--openai-model", "test-model", "--retry-base", "1ms", "--max-attempts", "1")
+			c, hello := connect(t, base)
+
+			// Planning fails: plan.cancelled says why, in Baton's words.
+			c.message("Compare SQLite and Postgres")
+			frames := c.until(wsproto.EventPlanCancelled)
+			if m := meta[wsproto.PlanCancelled](t, frames[len(frames)-1]); m.Reason != wsproto.ReasonPlanFailed || m.Error != tt.public {
+				t.Errorf("plan.cancelled %+v, want plan_failed with error %q", m, tt.public)
+			}
+
+			// Every task fails: the answer is built without the model.
+			c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{
+				{ID: "a", Title: "Task a", DependsOn: []string{}}, {ID: "b", Title: "Task b", DependsOn: []string{"a"}}}})
+			_, more := answerTaskFailed(t, c, "skip")
+			more = append(more, c.until(wsproto.EventFinalAnswer)...)
+			frames = append(frames, more...)
+			for _, f := range more {
+				switch f.Event {
+				case wsproto.EventExecutionError:
+					if m := meta[wsproto.ExecutionError](t, f); m.Message != tt.public {
+						t.Errorf("error.execution message %q, want %q", m.Message, tt.public)
+					}
+				case wsproto.EventRecoveryFailed:
+					if m := meta[wsproto.RecoveryFailed](t, f); m.LastError != tt.public {
+						t.Errorf("error.recovery_failed last_error %q, want %q", m.LastError, tt.public)
+					}
+				}
+			}
+			answer := meta[wsproto.FinalAnswer](t, frames[len(frames)-1]).Content
+			for _, want := range []string{"- Task a (a): failed: " + tt.public, "- Task b (b): skipped, because a did not complete"} {
+				if !strings.Contains(answer, want) {
+					t.Errorf("the answer lacks %q:\n%s", want, answer)
+				}
+			}
+			text := clientText(t, frames)
+			for _, bad := range forbidden {
+				if strings.Contains(text, bad) {
+					t.Errorf("a client saw %q:\n%s", bad, text)
+				}
+			}
+			if tt.fake != nil {
+				reqs := tt.fake.Requests()
+				for _, r := range reqs {
+					if strings.Contains(r.Messages[0].Content, "final answer") {
+						t.Errorf("the model was asked to aggregate a run with no result: %q", r.Text())
+					}
+				}
+				if len(reqs) != 2 { // the plan, task a
+					t.Errorf("%d requests to the model, want 2 (the plan and task a)", len(reqs))
+				}
+			}
+			if logs.find(t, "model call failed", map[string]any{"session": hello.SessionID, "task": "a"}) == nil ||
+				!strings.Contains(logs.String(), tt.logged) {
+				t.Errorf("the log lacks the failure's detail %q with the session and task:\n%s", tt.logged, logs)
+			}
+		})
+	}
 }

@@ -1,11 +1,13 @@
 // Package openaitest provides an in-process OpenAI-compatible chat
 // completions server for tests, in the manner of net/http/httptest: the test
-// decides every response, and the server records every request.
+// decides every response, and the server records every request. It also
+// lists models (GET /v1/models), which a test can change or make fail.
 package openaitest
 
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,18 +57,33 @@ func (r Request) Text() string {
 // Handler answers one request.
 type Handler func(w http.ResponseWriter, r *http.Request, req Request)
 
-// Server serves /v1/chat/completions with a Handler. Its URL + "/v1" is the
-// base URL to configure a client with.
+// DefaultModels is what GET /v1/models lists until SetModels.
+var DefaultModels = []string{"test-model", "gpt-4o-mini"}
+
+// Server serves /v1/chat/completions with a Handler, and /v1/models. Its
+// URL + "/v1" is the base URL to configure a client with.
 type Server struct {
 	*httptest.Server
-	mu       sync.Mutex // guards requests
-	requests []Request
+	mu         sync.Mutex // guards requests, models, modelsFail, listings
+	requests   []Request
+	models     []string
+	modelsFail *failing // when set, GET /v1/models answers with this error
+	listings   int
+}
+
+type failing struct {
+	status int
+	msg    string
 }
 
 // NewServer starts a server closed when the test ends.
 func NewServer(t testing.TB, handle Handler) *Server {
-	s := &Server{}
+	s := &Server{models: append([]string(nil), DefaultModels...)}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" && r.Method == http.MethodGet {
+			s.listModels(w)
+			return
+		}
 		if r.URL.Path != "/v1/chat/completions" {
 			http.NotFound(w, r)
 			return
@@ -87,6 +104,57 @@ func NewServer(t testing.TB, handle Handler) *Server {
 
 // BaseURL is the API root to point a client at.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// SetModels sets what GET /v1/models lists.
+func (s *Server) SetModels(ids ...string) {
+	s.mu.Lock()
+	s.models = append([]string(nil), ids...)
+	s.mu.Unlock()
+}
+
+// FailModels makes GET /v1/models answer with an OpenAI-style error.
+func (s *Server) FailModels(status int, msg string) {
+	s.mu.Lock()
+	s.modelsFail = &failing{status: status, msg: msg}
+	s.mu.Unlock()
+}
+
+// ModelListings returns how many times the models were asked for.
+func (s *Server) ModelListings() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listings
+}
+
+func (s *Server) listModels(w http.ResponseWriter) {
+	s.mu.Lock()
+	s.listings++
+	ids, fail := s.models, s.modelsFail
+	s.mu.Unlock()
+	if fail != nil {
+		Error(w, fail.status, fail.msg)
+		return
+	}
+	data := make([]map[string]any, len(ids))
+	for i, id := range ids {
+		data[i] = map[string]any{"id": id, "object": "model", "created": 0, "owned_by": "openaitest"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
+}
+
+// ClosedBaseURL returns a base URL on 127.0.0.1 where nothing listens (a
+// port that was free a moment ago), for tests of an unreachable endpoint.
+func ClosedBaseURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr + "/v1"
+}
 
 // Requests returns the requests received so far.
 func (s *Server) Requests() []Request {

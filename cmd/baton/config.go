@@ -1,0 +1,295 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/baton-run/baton/openai"
+	"github.com/baton-run/baton/orchestrator"
+)
+
+// config is what the flags and environment say.
+type config struct {
+	addr           string
+	debugAddr      string
+	model          string
+	simDelay       time.Duration
+	logFormat      string
+	logLevel       string
+	allowedOrigins string
+	openai         openai.Config
+	opts           orchestrator.Options
+	agent          agentConfig
+
+	// from names where a flag's value came from, as an error about it
+	// should name it: "--name", "BATON_NAME" or "OPENAI_BASE_URL". A flag
+	// left at its default is absent.
+	from map[string]string
+}
+
+// src is how an error names the setting of flag name.
+func (c *config) src(name string) string {
+	if s, ok := c.from[name]; ok {
+		return s
+	}
+	return "--" + name
+}
+
+// envName is the environment variable that sets flag name.
+func envName(name string) string {
+	return "BATON_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+const usageHeader = `Usage: baton [flags]
+
+Baton serves plan → confirm → solve → aggregate pipelines over a WebSocket at /ws
+(health at /healthz).
+
+Every flag can also be set in the environment as BATON_<NAME>, upper snake case
+(BATON_SESSION_TTL=10m sets --session-ttl); a flag on the command line wins.
+With --model openai the API key is read from OPENAI_API_KEY (never a flag), and
+OPENAI_BASE_URL is the endpoint when --openai-base-url (or BATON_OPENAI_BASE_URL)
+is not set.
+
+Flags:
+`
+
+// parseConfig reads flags, each of which falls back to BATON_<NAME> in the
+// environment, then to its default. A value that does not parse or is out
+// of range is an error naming the flag or variable it came from and the
+// form expected; only -h and an unknown flag print the usage (to stderr).
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	c := config{from: map[string]string{}}
+	fs := flag.NewFlagSet("baton", flag.ContinueOnError)
+	o := &c.opts
+	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on (host:port; :8080 is every interface)")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "if set, serve /debug/pprof/ and /debug/vars here (keep it private, e.g. 127.0.0.1:6060)")
+	fs.StringVar(&c.model, "model", "sim", "model backend: sim (built-in, no network) or openai (any OpenAI-compatible endpoint)")
+	fs.StringVar(&c.openai.BaseURL, "openai-base-url", "", "OpenAI-compatible API root (default "+openai.OfficialBaseURL+"; also OPENAI_BASE_URL)")
+	fs.StringVar(&c.openai.Model, "openai-model", openai.DefaultModel, "model name to ask the endpoint for")
+	fs.IntVar(&c.openai.MaxOutputTokens, "max-output-tokens", 1024, "most tokens one completion may produce")
+	fs.IntVar(&o.BufferSize, "buffer-size", 1000, "events kept per session for replay")
+	fs.DurationVar(&o.SessionTTL, "session-ttl", 5*time.Minute, "how long a session outlives its last connection")
+	fs.DurationVar(&o.ConfirmTimeout, "confirm-timeout", 5*time.Minute, "how long a confirmation waits for its answer")
+	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "tasks of a run executing at once")
+	fs.IntVar(&o.MaxAttempts, "max-attempts", 3, "retries of a failed task")
+	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
+	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
+	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
+	fs.Int64Var(&o.ReadLimit, "read-limit", 65536, "largest client frame in bytes (larger closes with 1009)")
+	fs.DurationVar(&c.simDelay, "sim-delay", 150*time.Millisecond, "pace of the simulated model's steps (0 for load tests)")
+	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated Origin host patterns allowed besides the server's own host (path.Match syntax, port included: app.example.com, localhost:*)")
+	fs.DurationVar(&o.PingInterval, "ping-interval", 25*time.Second, "how often the server pings each connection")
+	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
+	agentFlags(fs, &o.Loop, &c.agent)
+
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		v := getenv(name)
+		if v == "" || envErr != nil {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			envErr = notParsed(name, v, f.Value)
+		}
+		c.from[f.Name] = name
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	// The OpenAI SDKs' own variables, below Baton's flags and BATON_* ones.
+	c.openai.APIKey = getenv("OPENAI_API_KEY")
+	if c.openai.BaseURL == "" && getenv("OPENAI_BASE_URL") != "" {
+		c.openai.BaseURL = getenv("OPENAI_BASE_URL")
+		c.from["openai-base-url"] = "OPENAI_BASE_URL"
+	}
+
+	// The flag package would print its own message and the whole usage
+	// after a bad value; the wrapper keeps the first bad value's error
+	// instead, and the usage is printed only for -h and unknown flags.
+	var bad error
+	fs.VisitAll(func(f *flag.Flag) { f.Value = &reported{Value: f.Value, name: f.Name, bad: &bad} })
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		if bad == nil {
+			fmt.Fprint(stderr, usageHeader)
+			printFlags(stderr, fs)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if bad != nil {
+			return c, bad
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return c, fmt.Errorf("unknown flag --%s (the flags are listed above)", name)
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q (every setting is a --flag)", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) { c.from[f.Name] = "--" + f.Name })
+	return c, c.check(fs)
+}
+
+// check validates what parses but may still be wrong: ranges, choices and
+// Origin patterns.
+func (c *config) check(fs *flag.FlagSet) error {
+	for _, name := range []string{"buffer-size", "max-parallel", "max-tasks", "read-limit", "max-attempts", "max-output-tokens",
+		"max-rounds", "tool-result-limit", "max-context-bytes", "todo-complete-after", "todo-block-after"} {
+		var n int64
+		switch v := get(fs, name).(type) {
+		case int:
+			n = int64(v)
+		case int64:
+			n = v
+		}
+		if n < 1 {
+			return fmt.Errorf("%s: must be at least 1 (got %d)", c.src(name), n)
+		}
+	}
+	for _, name := range []string{"session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout"} {
+		d := get(fs, name).(time.Duration)
+		switch {
+		case name == "sim-delay" && d < 0:
+			return fmt.Errorf("%s: must not be negative (got %s; use 0, 20ms, 1s)", c.src(name), d)
+		case name != "sim-delay" && d <= 0:
+			return fmt.Errorf("%s: must be more than 0 (got %s; use 30s, 5m)", c.src(name), d)
+		}
+	}
+	choices := []struct {
+		name, value, what, want string
+		ok                      bool
+	}{
+		{"model", c.model, "model", "sim or openai", c.model == "sim" || c.model == "openai"},
+		{"log-format", c.logFormat, "log format", "text or json", c.logFormat == "text" || c.logFormat == "json"},
+		{"log-level", c.logLevel, "log level", "debug, info, warn or error", new(slog.Level).UnmarshalText([]byte(c.logLevel)) == nil},
+	}
+	for _, ch := range choices {
+		if !ch.ok {
+			return fmt.Errorf("%s: %q is not a %s (use %s)", c.src(ch.name), ch.value, ch.what, ch.want)
+		}
+	}
+	patterns, err := originPatterns(c.allowedOrigins)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.src("allowed-origins"), err)
+	}
+	c.opts.AllowedOrigins = patterns
+	return nil
+}
+
+// originPatterns splits and checks --allowed-origins. coder/websocket
+// matches each pattern with path.Match, case-insensitively, against the
+// Origin's host — with its port when the Origin has one — so a pattern is
+// a host[:port] glob: no scheme, no path.
+func originPatterns(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "" {
+		return nil, nil
+	}
+	const form = "a pattern is a host with its port when the page has one, e.g. app.example.com, localhost:3000, *.example.com"
+	var out []string
+	for i, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "":
+			return nil, fmt.Errorf("entry %d of %q is empty (a stray comma?)", i+1, list)
+		case strings.Contains(p, "://"):
+			return nil, fmt.Errorf("pattern %q has a scheme; %s", p, form)
+		case strings.Contains(p, "/"):
+			return nil, fmt.Errorf("pattern %q has a path; %s", p, form)
+		case strings.ContainsAny(p, " \t"):
+			return nil, fmt.Errorf("pattern %q contains a space; separate patterns with commas", p)
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("pattern %q is not valid path.Match syntax (*, ?, [a-z], \\ escapes): %w", p, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// reported wraps a flag's value so that a command-line value that does not
+// parse is reported once, naming the flag and the form expected.
+type reported struct {
+	flag.Value
+	name string
+	bad  *error // the first bad value's error
+}
+
+func (v *reported) Set(s string) error {
+	err := v.Value.Set(s)
+	if err != nil && *v.bad == nil {
+		*v.bad = notParsed("--"+v.name, s, v.Value)
+	}
+	return err
+}
+
+// String serves the flag package's zero-value probe, which calls it on a
+// reported with no Value.
+func (v *reported) String() string {
+	if v == nil || v.Value == nil {
+		return ""
+	}
+	return v.Value.String()
+}
+
+// notParsed is the error for a value of src that does not parse into v.
+func notParsed(src, value string, v flag.Value) error {
+	switch kind(v) {
+	case "duration":
+		return fmt.Errorf("%s: %q is not a duration (use 30s, 5m)", src, value)
+	case "int":
+		return fmt.Errorf("%s: %q is not a whole number", src, value)
+	}
+	return fmt.Errorf("%s: %q is not valid", src, value)
+}
+
+// get returns flag name's current value.
+func get(fs *flag.FlagSet, name string) any {
+	v := fs.Lookup(name).Value
+	if r, ok := v.(*reported); ok {
+		v = r.Value
+	}
+	return v.(flag.Getter).Get()
+}
+
+// kind names the type of a flag's value as the usage shows it.
+func kind(v flag.Value) string {
+	if r, ok := v.(*reported); ok {
+		v = r.Value
+	}
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return "value"
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "duration"
+	case int, int64:
+		return "int"
+	}
+	return "string"
+}
+
+// printFlags lists the flags as --name, the way the README writes them.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, kind(f.Value), f.Usage)
+		switch {
+		case f.DefValue == "":
+		case kind(f.Value) == "string":
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		default:
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFlags: a bad setting is one line naming the flag or variable it came
+// from and the form expected; the usage is printed only for an unknown flag.
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		want      string // the whole error
+		wantUsage bool
+	}{
+		{name: "unknown flag", args: []string{"--nope"},
+			want: "configure: unknown flag --nope (the flags are listed above)", wantUsage: true},
+		{name: "stray argument", args: []string{"serve"},
+			want: `configure: unexpected arguments: ["serve"] (every setting is a --flag)`},
+		{name: "bad duration", args: []string{"--session-ttl", "10"},
+			want: `configure: --session-ttl: "10" is not a duration (use 30s, 5m)`},
+		{name: "bad duration from the environment", env: map[string]string{"BATON_SESSION_TTL": "10"},
+			want: `configure: BATON_SESSION_TTL: "10" is not a duration (use 30s, 5m)`},
+		{name: "bad number", args: []string{"--max-parallel", "four"},
+			want: `configure: --max-parallel: "four" is not a whole number`},
+		{name: "bad number from the environment", env: map[string]string{"BATON_READ_LIMIT": "64k"},
+			want: `configure: BATON_READ_LIMIT: "64k" is not a whole number`},
+		{name: "zero buffer", args: []string{"--buffer-size", "0"},
+			want: "configure: --buffer-size: must be at least 1 (got 0)"},
+		{name: "zero from the environment", env: map[string]string{"BATON_MAX_TASKS": "0"},
+			want: "configure: BATON_MAX_TASKS: must be at least 1 (got 0)"},
+		{name: "a flag overriding the environment is the one named", args: []string{"--max-attempts", "-1"}, env: map[string]string{"BATON_MAX_ATTEMPTS": "0"},
+			want: "configure: --max-attempts: must be at least 1 (got -1)"},
+		{name: "zero duration", args: []string{"--pong-timeout", "0s"},
+			want: "configure: --pong-timeout: must be more than 0 (got 0s; use 30s, 5m)"},
+		{name: "negative sim delay", env: map[string]string{"BATON_SIM_DELAY": "-1s"},
+			want: "configure: BATON_SIM_DELAY: must not be negative (got -1s; use 0, 20ms, 1s)"},
+		{name: "bad log format", args: []string{"--log-format", "xml"},
+			want: `configure: --log-format: "xml" is not a log format (use text or json)`},
+		{name: "bad log level from the environment", env: map[string]string{"BATON_LOG_LEVEL": "loud"},
+			want: `configure: BATON_LOG_LEVEL: "loud" is not a log level (use debug, info, warn or error)`},
+		{name: "unknown model", args: []string{"--model", "gpt"},
+			want: `configure: --model: "gpt" is not a model (use sim or openai)`},
+		{name: "openai without a key", args: []string{"--model", "openai"},
+			want: "configure: openai: OPENAI_API_KEY is required for api.openai.com (a local server set with --openai-base-url needs none)"},
+		{name: "base URL without a scheme", args: []string{"--model", "openai"}, env: map[string]string{"OPENAI_BASE_URL": "localhost:11434"},
+			want: `configure: OPENAI_BASE_URL: "localhost:11434" is not an http(s) URL (e.g. http://localhost:11434/v1)`},
+		{name: "origin pattern with a scheme", args: []string{"--allowed-origins", "a.example, https://app.example"},
+			want: `configure: --allowed-origins: pattern "https://app.example" has a scheme; a pattern is a host with its port when the page has one, e.g. app.example.com, localhost:3000, *.example.com`},
+		{name: "origin pattern with a path", env: map[string]string{"BATON_ALLOWED_ORIGINS": "app.example/ws"},
+			want: `configure: BATON_ALLOWED_ORIGINS: pattern "app.example/ws" has a path; a pattern is a host with its port when the page has one, e.g. app.example.com, localhost:3000, *.example.com`},
+		{name: "empty origin pattern", args: []string{"--allowed-origins", "a.example,"},
+			want: `configure: --allowed-origins: entry 2 of "a.example," is empty (a stray comma?)`},
+		{name: "origin patterns separated by spaces", args: []string{"--allowed-origins", "a.example b.example"},
+			want: `configure: --allowed-origins: pattern "a.example b.example" contains a space; separate patterns with commas`},
+		{name: "bad origin pattern syntax", args: []string{"--allowed-origins", "[a-.example"},
+			want: `configure: --allowed-origins: pattern "[a-.example" is not valid path.Match syntax (*, ?, [a-z], \ escapes): syntax error in pattern`},
+		{name: "unusable address", args: []string{"--addr", "nowhere"},
+			want: `listen on --addr "nowhere": listen tcp: address nowhere: missing port in address`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr strings.Builder
+			args := append([]string{"--addr", "127.0.0.1:0"}, tt.args...)
+			err := run(context.Background(), args, func(k string) string { return tt.env[k] }, &strings.Builder{}, &stderr)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("run: %v\nwant: %s", err, tt.want)
+			}
+			if usage := strings.Contains(stderr.String(), "Usage: baton"); usage != tt.wantUsage {
+				t.Errorf("usage printed: %v, want %v", usage, tt.wantUsage)
+			}
+			if !tt.wantUsage && stderr.Len() > 0 {
+				t.Errorf("stderr %q: the error is returned once, not also printed", stderr.String())
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr strings.Builder
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &stdout, &stderr); err != nil {
+		t.Fatalf("run --help: %v", err)
+	}
+	for _, want := range []string{"BATON_<NAME>", "BATON_SESSION_TTL=10m", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--session-ttl duration", `(default ":8080")`} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// TestEnvironmentConfigures: BATON_* variables set flags, and a flag on the
+// command line wins over them.
+func TestEnvironmentConfigures(t *testing.T) {
+	t.Parallel()
+	c, err := parseConfig([]string{"--max-parallel", "7"}, func(k string) string {
+		return map[string]string{"BATON_BUFFER_SIZE": "42", "BATON_MAX_PARALLEL": "2", "BATON_ALLOWED_ORIGINS": "a.example, localhost:*"}[k]
+	}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || !slices.Equal(c.opts.AllowedOrigins, []string{"a.example", "localhost:*"}) {
+		t.Errorf("config %+v", c.opts)
+	}
+}
