@@ -1,0 +1,20 @@
+// Package mcptool offers the tools of MCP servers (Model Context Protocol)
+// to the agent loop as tool.Tools.
+//
+// Each server is configured by a Spec, parsed from the value of
+// --mcp NAME=COMMAND [ARGS…], and runs as one child process per Baton
+// process, spoken to over its stdin and stdout (the stdio transport). A
+// Manager starts every server at startup, lists its tools and offers each
+// as NAME__TOOL with the tool's input schema; a server that dies is started
+// again by the next call to one of its tools, with a growing wait between
+// restarts that keep failing. Close stops every server process.
+//
+// A tool annotated destructiveHint:true, and every tool of a server named in
+// Options.Confirm (--mcp-confirm NAME), is marked tool.Spec.Confirm; asking
+// the user is the agent loop's business.
+//
+// The package knows nothing of sessions, tasks, events or models: it turns
+// MCP tool calls into text results and errors. The protocol itself (the
+// handshake, JSON-RPC framing, cancellation) is left to the official MCP Go
+// SDK, github.com/modelcontextprotocol/go-sdk.
+package mcptool

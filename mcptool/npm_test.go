@@ -1,0 +1,102 @@
+package mcptool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// The real MCP servers the tests run are npm packages pinned in
+// testdata/npm/package-lock.json and installed next to it, once, by
+// installNPM.
+var npmInstall struct {
+	once    sync.Once
+	modules string
+	err     error
+}
+
+// npmModules returns the node_modules directory holding the test servers,
+// installing them first if needed. Without node and npm the test fails
+// when CI is set and is skipped otherwise.
+func npmModules(t testing.TB) string {
+	t.Helper()
+	for _, bin := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("%s is needed to run real MCP servers: %v", bin, err)
+			}
+			t.Skipf("%s is needed to run real MCP servers (%v); skipped (set CI to fail instead)", bin, err)
+		}
+	}
+	npmInstall.once.Do(func() { npmInstall.modules, npmInstall.err = installNPM() })
+	if npmInstall.err != nil {
+		t.Fatal(npmInstall.err)
+	}
+	return npmInstall.modules
+}
+
+// installNPM runs npm ci for testdata/npm unless node_modules already holds
+// what package-lock.json pins (a stamp file records the lock's hash). It
+// installs into a temporary directory and renames it into place, so that
+// concurrent test runs never see a half-installed node_modules.
+func installNPM() (string, error) {
+	base, err := filepath.Abs(filepath.Join("testdata", "npm"))
+	if err != nil {
+		return "", err
+	}
+	lock, err := os.ReadFile(filepath.Join(base, "package-lock.json"))
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(lock)
+	want := hex.EncodeToString(sum[:])
+	modules := filepath.Join(base, "node_modules")
+	installed := func() bool {
+		got, err := os.ReadFile(filepath.Join(modules, ".baton-lock-sha256"))
+		return err == nil && string(got) == want
+	}
+	if installed() {
+		return modules, nil
+	}
+
+	tmp, err := os.MkdirTemp(base, "node_modules.tmp-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	for _, name := range []string{"package.json", "package-lock.json"} {
+		b, err := os.ReadFile(filepath.Join(base, name))
+		if err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	cmd := exec.Command("npm", "ci", "--prefix", tmp, "--no-audit", "--no-fund")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci in %s: %v\n%s", base, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "node_modules", ".baton-lock-sha256"), []byte(want), 0o644); err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(modules); err == nil {
+		// Outdated: move it aside rather than delete it under a run that
+		// may still use it.
+		old, err := os.MkdirTemp(base, "node_modules.old-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(old)
+		_ = os.Rename(modules, filepath.Join(old, "node_modules"))
+	}
+	if err := os.Rename(filepath.Join(tmp, "node_modules"), modules); err != nil && !installed() {
+		return "", fmt.Errorf("install %s: %w", modules, err)
+	}
+	return modules, nil
+}
