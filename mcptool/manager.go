@@ -21,7 +21,7 @@ type Options struct {
 	// error, so that a misspelt name cannot silently drop the confirmation.
 	Confirm []string
 	// Logger receives the servers' starts, exits and restarts, skipped
-	// tools, and each line a server writes to its stderr (at debug level).
+	// tools, and each line a server writes to its stderr (at info level).
 	// Defaults to discarding everything.
 	Logger *slog.Logger
 	// StartTimeout bounds starting one server: running its command, the MCP

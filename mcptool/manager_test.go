@@ -3,6 +3,8 @@
 package mcptool
 
 import (
+	"github.com/baton-run/baton/internal/npmtest"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,15 +23,15 @@ import (
 	"github.com/baton-run/baton/tool"
 )
 
-// These tests run real MCP servers from npm (see npmModules).
+// These tests run real MCP servers from npm (see npmtest.Modules).
 
 func everythingSpec(t *testing.T) Spec {
-	path := filepath.Join(npmModules(t), "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	path := filepath.Join(npmtest.Modules(t), "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	return Spec{Name: "ev", Command: "node", Args: []string{path, "stdio"}}
 }
 
 func filesystemSpec(t *testing.T, dir string) Spec {
-	path := filepath.Join(npmModules(t), "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
+	path := filepath.Join(npmtest.Modules(t), "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 	return Spec{Name: "fs", Command: "node", Args: []string{path, dir}}
 }
 

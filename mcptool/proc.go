@@ -152,7 +152,7 @@ const (
 	stderrTailSize = 3 // lines
 )
 
-// stderrLog logs a server's stderr line by line (at debug level) and keeps
+// stderrLog logs a server's stderr line by line (at info level: an operator sees why a server fails) and keeps
 // its last lines for error messages.
 type stderrLog struct {
 	log *slog.Logger
@@ -194,7 +194,7 @@ func (w *stderrLog) line(b []byte) {
 	if strings.TrimSpace(s) == "" {
 		return
 	}
-	w.log.Debug("mcp server stderr", "line", s)
+	w.log.Info("mcp server stderr", "line", s)
 	if len(w.last) == stderrTailSize {
 		w.last = append(w.last[:0], w.last[1:]...)
 	}

@@ -1,19 +1,25 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/baton-run/baton/mcptool"
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/tool"
 )
 
 // agentConfig is what the flags say about each task's agent loop (§10).
 type agentConfig struct {
-	workspace string
+	workspace  string
+	mcp        []mcptool.Spec
+	mcpConfirm string
 }
 
 // agentFlags declares the agent loop's flags on fs, filling l and a.
@@ -25,13 +31,43 @@ func agentFlags(fs *flag.FlagSet, l *solver.Loop, a *agentConfig) {
 	fs.IntVar(&l.TodoCompleteAfter, "todo-complete-after", 3, "successful tool calls that complete the active todo item")
 	fs.IntVar(&l.TodoBlockAfter, "todo-block-after", 2, "consecutive failed tool calls that block the active todo item")
 	fs.StringVar(&a.workspace, "workspace", "", "directory the read-only workspace tools (list_files, read_file, search_files) may read")
+	fs.Func("mcp", "an MCP server whose tools every task is offered, as NAME=COMMAND [ARGS…] (stdio; repeatable; tools named NAME__TOOL)", func(v string) error {
+		spec, err := mcptool.ParseSpec(v)
+		if err != nil {
+			return err
+		}
+		a.mcp = append(a.mcp, spec)
+		return nil
+	})
+	fs.StringVar(&a.mcpConfirm, "mcp-confirm", "", "comma-separated --mcp server NAMEs whose every tool call the user approves first")
 }
 
 // tools opens what the flags offer to every task besides the built-in
-// tools. The returned closer releases it.
-func tools(a agentConfig) (*tool.Set, io.Closer, error) {
+// tools: the workspace, and the MCP servers, started under ctx and logged
+// to log. The returned closer releases them.
+func tools(ctx context.Context, a agentConfig, log *slog.Logger) (*tool.Set, io.Closer, error) {
 	set := &tool.Set{}
 	var closers multiCloser
+	if len(a.mcp) > 0 {
+		var confirm []string
+		for _, name := range strings.Split(a.mcpConfirm, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				confirm = append(confirm, name)
+			}
+		}
+		m, err := mcptool.Start(ctx, a.mcp, mcptool.Options{Confirm: confirm, Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--mcp: %w", err)
+		}
+		closers = append(closers, m)
+		if err := set.Add(m.Tools()...); err != nil {
+			closers.Close()
+			return nil, nil, fmt.Errorf("--mcp: %w", err)
+		}
+		log.Info("mcp tools", "servers", len(a.mcp), "tools", len(m.Tools()))
+	} else if a.mcpConfirm != "" {
+		return nil, nil, errors.New("--mcp-confirm: names no --mcp server")
+	}
 	if a.workspace != "" {
 		ws, err := tool.OpenWorkspace(a.workspace)
 		if err != nil {
@@ -39,7 +75,7 @@ func tools(a agentConfig) (*tool.Set, io.Closer, error) {
 		}
 		closers = append(closers, ws)
 		if err := set.Add(ws.Tools()...); err != nil {
-			closers.Close()
+			closers.Close() // the names clash with an MCP server's
 			return nil, nil, fmt.Errorf("--workspace: %w", err)
 		}
 	}

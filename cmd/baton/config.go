@@ -98,7 +98,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			return
 		}
 		if err := f.Value.Set(v); err != nil {
-			envErr = notParsed(name, v, f.Value)
+			envErr = notParsed(name, v, f.Value, err)
 		}
 		c.from[f.Name] = name
 	})
@@ -227,7 +227,7 @@ type reported struct {
 func (v *reported) Set(s string) error {
 	err := v.Value.Set(s)
 	if err != nil && *v.bad == nil {
-		*v.bad = notParsed("--"+v.name, s, v.Value)
+		*v.bad = notParsed("--"+v.name, s, v.Value, err)
 	}
 	return err
 }
@@ -241,15 +241,16 @@ func (v *reported) String() string {
 	return v.Value.String()
 }
 
-// notParsed is the error for a value of src that does not parse into v.
-func notParsed(src, value string, v flag.Value) error {
+// notParsed is the error for a value of src that does not parse into v;
+// err is what v said, which a flag of its own kind (--mcp) words itself.
+func notParsed(src, value string, v flag.Value, err error) error {
 	switch kind(v) {
 	case "duration":
 		return fmt.Errorf("%s: %q is not a duration (use 30s, 5m)", src, value)
 	case "int":
 		return fmt.Errorf("%s: %q is not a whole number", src, value)
 	}
-	return fmt.Errorf("%s: %q is not valid", src, value)
+	return fmt.Errorf("%s: %q is not valid: %w", src, value, err)
 }
 
 // get returns flag name's current value.

@@ -140,7 +140,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if ck, ok := m.Planner.(endpointChecker); ok {
 		checkEndpoint(ctx, log, ck, c.openai)
 	}
-	set, closeTools, err := tools(c.agent)
+	set, closeTools, err := tools(ctx, c.agent, log)
 	if err != nil {
 		return fmt.Errorf("configure: %w", err)
 	}

@@ -1,4 +1,9 @@
-package mcptool
+// Package npmtest installs the npm packages the tests run — real MCP
+// servers — pinned in npm/package-lock.json beside this file, once per
+// lock, into npm/node_modules (ignored by git). .ci/run installs them the
+// same way before the tests; a test on a fresh machine installs them
+// itself.
+package npmtest
 
 import (
 	"crypto/sha256"
@@ -7,23 +12,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 )
 
-// The real MCP servers the tests run are npm packages pinned in
-// testdata/npm/package-lock.json and installed next to it, once, by
-// installNPM.
 var npmInstall struct {
 	once    sync.Once
 	modules string
 	err     error
 }
 
-// npmModules returns the node_modules directory holding the test servers,
+// Modules returns the node_modules directory holding the test servers,
 // installing them first if needed. Without node and npm the test fails
-// when CI is set and is skipped otherwise.
-func npmModules(t testing.TB) string {
+// when CI is set and is skipped otherwise, loudly.
+func Modules(t testing.TB) string {
 	t.Helper()
 	for _, bin := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -45,10 +48,11 @@ func npmModules(t testing.TB) string {
 // installs into a temporary directory and renames it into place, so that
 // concurrent test runs never see a half-installed node_modules.
 func installNPM() (string, error) {
-	base, err := filepath.Abs(filepath.Join("testdata", "npm"))
-	if err != nil {
-		return "", err
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("npmtest: cannot locate npm/")
 	}
+	base := filepath.Join(filepath.Dir(self), "npm")
 	lock, err := os.ReadFile(filepath.Join(base, "package-lock.json"))
 	if err != nil {
 		return "", err
