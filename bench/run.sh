@@ -44,6 +44,16 @@ for n in 1 100 1000 1000 1000; do # 1,000 three times: its p99 swings between ru
 done
 worst=$(printf '%s\n' "${p99s[@]}" | sort -g | tail -1)
 
+echo "== agent loops" >&2
+declare -A A
+for n in 1 100 1000; do
+  runs=$(( n == 1 ? 100 : (n == 100 ? 5 : 1) ))
+  out=$(load -sessions $n -runs $runs -mix agent=1 -ramp 1s -ack-every 50)
+  row=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%d | %d | %d | %.0f | %.2f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['latency_max_ms'], r['violation_count']))")
+  A[$n]="| $row |"$'\n'
+  echo "  $n: $row" >&2
+done
+
 echo "== 10,000 idle sessions" >&2
 h0=$(heap); r0=$(rss)
 "$bin/baton-load" -url "$url" -idle 10000 -hold 60s >"$bin/idle.out" &
@@ -59,7 +69,7 @@ echo "  $conns connections: heap $idle_heap B/session, RSS $idle_rss B/session" 
 kill $pid; wait $pid 2>/dev/null || true
 
 echo "== go benchmarks" >&2
-gobench=$(go test -run '^$' -bench 'EventPath|BareWebSocket|ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50' \
+gobench=$(go test -run '^$' -bench 'EventPath|BareWebSocket|ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound' \
   -benchmem -count 1 ./orchestrator/ ./buffer/ ./wsproto/ ./solver/ | grep -E '^Benchmark')
 echo "$gobench" >&2
 ns() { echo "$gobench" | awk -v b="$1" '$1 ~ "^"b"-" {print $3}'; }
@@ -95,6 +105,18 @@ Latency is server timestamp → client receipt of live events.
 | sessions | runs | events | events/s | p50 ms | p99 ms | max ms | violations |
 |---|---|---|---|---|---|---|---|
 ${R[1]}${R[100]}${R[1000]}
+
+## Agent loops (\`--sim-delay 0\`, \`baton-load -mix agent=1\`)
+
+Each run is three tasks whose agent loops write and complete todo lists, one asking the
+user (\`ask_user\`, answered by the load tool through an \`input_request\`) and one making
+a failing tool call; about 60 events a run, half of them tool and todo events.
+
+| sessions | runs | events | events/s | p50 ms | p99 ms | max ms | violations |
+|---|---|---|---|---|---|---|---|
+${A[1]}${A[100]}${A[1000]}
+\`AgentRound\` below is the loop's own cost per round (prompt, budget, one tool call with its
+events and todo tracking), with a model and a tool that take no time.
 
 ## Idle sessions
 
