@@ -15,7 +15,7 @@ import (
 // checkLoop checks the agent loop's events of one run: every
 // agent.tool_call is followed by exactly one agent.tool_result with its
 // step_id (top level and metadata), within its task's execution; each
-// task's todo versions are 1, 2, 3, … and its list ends completed.
+// task's todo versions are 1, 2, 3, … and a list ends completed.
 func checkLoop(t *testing.T, frames []client.Frame) {
 	t.Helper()
 	open := map[string]wsproto.ToolCall{} // step_id → call
@@ -50,7 +50,8 @@ func checkLoop(t *testing.T, frames []client.Frame) {
 			version[m.TaskID] = m.Version
 			completed[m.TaskID] = f.Event == wsproto.EventTodoCompleted
 		case wsproto.EventSolverCompleted:
-			if id := meta[wsproto.SolverCompleted](t, f).TaskID; !completed[id] {
+			// The simulated model always completes the list it writes.
+			if id := meta[wsproto.SolverCompleted](t, f).TaskID; version[id] > 0 && !completed[id] {
 				t.Errorf("%s completed with its todo list not completed", id)
 			}
 		}

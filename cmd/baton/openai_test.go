@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -289,5 +291,57 @@ func TestOpenAIFailuresStayPrivate(t *testing.T) {
 				t.Errorf("the log lacks the failure's detail %q with the session and task:\n%s", tt.logged, logs)
 			}
 		})
+	}
+}
+
+// With --model openai a task's loop runs on function calls: several calls
+// in one reply (one to a tool that does not exist, one with arguments that
+// are not JSON, one that reads the workspace) are each answered as the
+// tool's result, and the next round's request carries them as tool
+// messages with their call ids.
+func TestOpenAIToolCalls(t *testing.T) {
+	t.Parallel()
+	fake := openaitest.NewServer(t, fakeModel(func(int64) string { return fakePlan }, func(w http.ResponseWriter, _ *http.Request, req openaitest.Request) {
+		if len(req.Messages) == 2 { // round 1: the system prompt and the task
+			openaitest.ToolCalls(w, 4,
+				openaitest.Call{ID: "call_x", Name: "nosuch", Arguments: `{}`},
+				openaitest.Call{ID: "call_y", Name: "read_file", Arguments: `{"path":`},
+				openaitest.Call{ID: "call_z", Name: "read_file", Arguments: `{"path":"notes.md"}`})
+			return
+		}
+		openaitest.Stream(w, "Done with tools.")
+	}))
+	base := startServer(t, "--model", "openai", "--openai-base-url", fake.BaseURL(), "--workspace", workspace(t))
+	c, _ := connect(t, base)
+	frames := solveAll(t, c, []wsproto.Task{{ID: "a", Title: "Read"}})
+	checkLoop(t, frames)
+	var got []string
+	for _, f := range framesOf(frames, wsproto.EventToolResult) {
+		m := meta[wsproto.ToolResult](t, f)
+		got = append(got, fmt.Sprintf("%s %t %s", m.Tool, m.OK, m.Result))
+	}
+	want := []string{
+		`nosuch false there is no tool "nosuch"; the tools are: todo_write, todo_update, ask_user, list_files, read_file, search_files`,
+		`read_file false the arguments are not a JSON object: {"path":`,
+		`read_file true Buy bread.`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("tool results:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var second *openaitest.Request
+	for _, r := range fake.Requests() {
+		if len(r.Messages) > 2 && strings.Contains(r.Messages[0].Content, "worker") {
+			second = &r
+		}
+	}
+	if second == nil || len(second.Tools) != 6 {
+		t.Fatalf("no second round with the 6 tools offered: %+v", second)
+	}
+	m := second.Messages
+	if len(m) != 6 || len(m[2].ToolCalls) != 3 || m[3].ToolCallID != "call_x" || m[5].ToolCallID != "call_z" || m[5].Content != "Buy bread." {
+		t.Errorf("round 2 messages: %+v", m)
+	}
+	if sc := meta[wsproto.SolverCompleted](t, framesOf(frames, wsproto.EventSolverCompleted)[0]); sc.Result != "Done with tools." {
+		t.Errorf("result %q", sc.Result)
 	}
 }
