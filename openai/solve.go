@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
@@ -83,7 +82,7 @@ func (c *Client) Aggregate(ctx context.Context, in aggregator.Input, stream func
 		fmt.Fprintf(&b, "### %s: %s [%s]\n", t.Task.ID, t.Task.Title, t.Status)
 		switch t.Status {
 		case wsproto.TaskCompleted:
-			b.WriteString(truncate(t.Result, each))
+			b.WriteString(solver.Truncate(t.Result, each))
 		case wsproto.TaskFailed:
 			b.WriteString("Error: " + t.Error)
 		}
@@ -99,16 +98,4 @@ func (c *Client) Aggregate(ctx context.Context, in aggregator.Input, stream func
 	}
 	co.flush()
 	return aggregator.Output{Summary: out.text, Answer: out.text, Usage: out.usage}, nil
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := max(n-len(" […]"), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + " […]"
 }
