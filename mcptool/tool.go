@@ -92,6 +92,20 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (string, error
 		return "", err
 	}
 	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	if errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil && !t.s.isClosed() {
+		// The connection had ended before the call was sent (the SDK sends
+		// nothing on a closing connection), and the server is not marked
+		// down yet: once it is, the call goes again, which restarts it.
+		select {
+		case <-c.gone:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if c, err = t.s.session(ctx); err != nil {
+			return "", err
+		}
+		res, err = c.cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	}
 	if err != nil {
 		var wire *jsonrpc.Error
 		switch {
