@@ -420,13 +420,31 @@ func (c *Client) Send(ctx context.Context, event, stepID, content string, meta a
 	ws, closed := c.ws, c.closed
 	if event == wsproto.EventUserResponse {
 		c.answers[stepID] = b
-		c.state.CloseConfirm(stepID)
+		switch a := meta.(type) {
+		case Answer:
+			c.closeConfirm(stepID, a)
+		case *Answer:
+			c.closeConfirm(stepID, *a)
+		default:
+			c.state.CloseConfirm(stepID)
+		}
 	}
 	c.mu.Unlock()
 	if closed {
 		return ErrClosed
 	}
 	return ws.Write(ctx, websocket.MessageText, b)
+}
+
+// closeConfirm folds the client's own answer into its state, as the
+// server does: the confirmation closes, and an input_request's answer is
+// recorded.
+func (c *Client) closeConfirm(stepID string, a Answer) {
+	if a.Text != nil {
+		c.state.Answer(stepID, *a.Text)
+		return
+	}
+	c.state.CloseConfirm(stepID)
 }
 
 // Message starts a run for a request.
@@ -437,6 +455,11 @@ func (c *Client) Message(ctx context.Context, text string) error {
 // SolveTasks starts a run of the given tasks.
 func (c *Client) SolveTasks(ctx context.Context, tasks []wsproto.Task) error {
 	return c.Send(ctx, wsproto.EventUserSolve, "", "", map[string]any{"tasks": tasks})
+}
+
+// RestartTask asks a finished task of the running run to run again.
+func (c *Client) RestartTask(ctx context.Context, taskID string) error {
+	return c.Send(ctx, wsproto.EventUserRestart, "", "", map[string]any{"task_id": taskID})
 }
 
 // Respond answers a confirmation.
@@ -550,6 +573,7 @@ func copyRun(r *wsproto.RunState) *wsproto.RunState {
 	out := *r
 	out.Tasks = append([]wsproto.TaskState(nil), r.Tasks...)
 	out.PendingConfirm = append([]wsproto.UserConfirm(nil), r.PendingConfirm...)
+	out.Answers = append([]wsproto.AnswerState(nil), r.Answers...)
 	if r.FinalAnswer != nil {
 		a := *r.FinalAnswer
 		out.FinalAnswer = &a

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/coder/websocket"
 
@@ -55,6 +56,8 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 		return sess.cancelRun(errUserCancel)
 	case *wsproto.CancelTask:
 		return sess.cancelTask(req.TaskID)
+	case *wsproto.RestartTask:
+		return sess.restartTask(req.TaskID)
 	case *wsproto.Ack:
 		return sess.ack(req.LastSeq)
 	case *wsproto.Reconnect:
@@ -103,6 +106,9 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 				Message: `an input_request confirmation needs "text": the answer`}
 		}
 	}
+	if c.kind == wsproto.ConfirmInput {
+		sess.state.Answer(resp.StepID, *resp.Text) // the snapshot carries the answers given
+	}
 	sess.closeConfirmLocked(resp.StepID)
 	c.answer <- resp
 	return nil
@@ -136,6 +142,42 @@ func (sess *session) cancelTask(taskID string) *wsproto.Error {
 			Message: "no pending or running task has this id"}
 	}
 	return nil
+}
+
+// restartTask runs a finished task again (§11), with its dependents that
+// are not running.
+func (sess *session) restartTask(taskID string) *wsproto.Error {
+	sess.mu.Lock()
+	r := sess.run
+	var sched *solver.Run
+	if r != nil {
+		sched = r.sched
+	}
+	sess.mu.Unlock()
+	if sched == nil {
+		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserRestart, Message: "no run is solving"}
+	}
+	// Called without the session lock: the scheduler emits solver.restarted.
+	err := sched.RestartTask(r.ctx, taskID)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, solver.ErrUnknownTask):
+		return &wsproto.Error{Code: wsproto.CodeUnknownTask, RefType: wsproto.EventUserRestart, Message: "the run has no task with this id"}
+	case errors.Is(err, solver.ErrTaskBusy):
+		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserRestart, Message: describe(err)}
+	}
+	return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserRestart, Message: "no run is solving"}
+}
+
+// describe is a solver error as a message for the client: what it says
+// about the task, without the package prefixes of the errors it wraps.
+func describe(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": solver: "); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 func (sess *session) ack(lastSeq uint64) *wsproto.Error {

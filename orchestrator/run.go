@@ -456,6 +456,11 @@ func (e taskEvents) Skipped(id, dependency string) {
 		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonDependencyFailed, Dependency: dependency})
 }
 
+func (e taskEvents) Restarted(id string) {
+	e.r.emit(wsproto.EventSolverRestarted, "Restarting "+id, &wsproto.SolverRestarted{
+		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonUserRestart})
+}
+
 func (e taskEvents) ToolCall(m *wsproto.ToolCall) {
 	m.RunID = e.r.id
 	e.r.sess.emit(wsproto.EventToolCall, m.StepID, "Calling "+m.Tool, m)

@@ -90,6 +90,7 @@ func (r *recorder) Decide(ctx context.Context, id string, _ error) Decision {
 }
 func (r *recorder) Cancelled(id, reason string) { r.log("cancelled %s %s", id, reason) }
 func (r *recorder) Skipped(id, dep string)      { r.log("skipped %s %s", id, dep) }
+func (r *recorder) Restarted(id string)         { r.log("restarted %s", id) }
 func (r *recorder) ToolCall(m *wsproto.ToolCall) {
 	r.log("tool_call %s %d %d %s %s", m.TaskID, m.Attempt, m.Round, m.Tool, m.Arguments)
 }
@@ -425,6 +426,7 @@ func (nopEvents) GaveUp(string, int, error)                      {}
 func (nopEvents) Decide(context.Context, string, error) Decision { return Skip }
 func (nopEvents) Cancelled(string, string)                       {}
 func (nopEvents) Skipped(string, string)                         {}
+func (nopEvents) Restarted(string)                               {}
 func (nopEvents) ToolCall(*wsproto.ToolCall)                     {}
 func (nopEvents) ToolResult(*wsproto.ToolResult)                 {}
 func (nopEvents) TodoUpdated(*wsproto.TodoUpdated)               {}

@@ -3,7 +3,6 @@ package solver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/baton-run/baton/failure"
@@ -46,8 +45,8 @@ type TaskStatus struct {
 
 // Events receives what happens to tasks, in order for each task. Started,
 // Progress, Failed, Retrying, Recovered, GaveUp and Completed are called from
-// the task's own goroutine; Cancelled and Skipped from the scheduler's; Decide
-// from a goroutine of its own. Implementations must be safe for that, must
+// the task's own goroutine; Cancelled, Skipped and Restarted from the
+// scheduler's; Decide from a goroutine of its own. Implementations must be safe for that, must
 // not block for long (except Decide) and must not call back into the Run.
 type Events interface {
 	// Started: execution number attempt (1 = first) of a task begins.
@@ -69,6 +68,9 @@ type Events interface {
 	Decide(ctx context.Context, taskID string, err error) Decision
 	Cancelled(taskID, reason string)
 	Skipped(taskID, dependency string)
+	// Restarted: the user asked a finished task to run again (it, or a
+	// task downstream of it); it is pending until it starts.
+	Restarted(taskID string)
 
 	// The agent loop's reports (§10), from the task's goroutine. The
 	// metadata comes without RunID, which the receiver knows.
@@ -158,10 +160,6 @@ func (o *Options) withDefaults() {
 		l.Tools = &tool.Set{}
 	}
 }
-
-// ErrUnknownTask is returned by CancelTask for a task that is not in the
-// run or has already finished.
-var ErrUnknownTask = errors.New("solver: no such task to cancel")
 
 // Report is the outcome of a run: each task's final status and the results
 // of those that completed.

@@ -10,7 +10,7 @@ import (
 )
 
 // A Request is a decoded client frame: one of *Message, *SolveTasks,
-// *Response, *Cancel, *CancelTask, *Ack, *Reconnect.
+// *Response, *Cancel, *CancelTask, *RestartTask, *Ack, *Reconnect.
 type Request interface{ Event() string }
 
 // Message is user.message: a request to plan and solve.
@@ -37,6 +37,9 @@ type Cancel struct{}
 // CancelTask is user.cancel_task.
 type CancelTask struct{ TaskID string }
 
+// RestartTask is user.restart_task.
+type RestartTask struct{ TaskID string }
+
 // Ack is user.ack.
 type Ack struct{ LastSeq uint64 }
 
@@ -48,13 +51,14 @@ type Reconnect struct {
 	StateChecksum string
 }
 
-func (*Message) Event() string    { return EventUserMessage }
-func (*SolveTasks) Event() string { return EventUserSolve }
-func (*Response) Event() string   { return EventUserResponse }
-func (*Cancel) Event() string     { return EventUserCancel }
-func (*CancelTask) Event() string { return EventUserCancelTask }
-func (*Ack) Event() string        { return EventUserAck }
-func (*Reconnect) Event() string  { return EventUserReconnect }
+func (*Message) Event() string     { return EventUserMessage }
+func (*SolveTasks) Event() string  { return EventUserSolve }
+func (*Response) Event() string    { return EventUserResponse }
+func (*Cancel) Event() string      { return EventUserCancel }
+func (*CancelTask) Event() string  { return EventUserCancelTask }
+func (*RestartTask) Event() string { return EventUserRestart }
+func (*Ack) Event() string         { return EventUserAck }
+func (*Reconnect) Event() string   { return EventUserReconnect }
 
 // clientFrame is the envelope of a client frame. Unknown fields are ignored.
 type clientFrame struct {
@@ -147,7 +151,7 @@ func DecodeText(data []byte) (Request, *Error) {
 	case EventUserCancel:
 		return &Cancel{}, nil
 
-	case EventUserCancelTask:
+	case EventUserCancelTask, EventUserRestart:
 		var m struct {
 			TaskID *string `json:"task_id"`
 		}
@@ -155,7 +159,10 @@ func DecodeText(data []byte) (Request, *Error) {
 			return nil, e
 		}
 		if m.TaskID == nil || *m.TaskID == "" {
-			return fail(`user.cancel_task needs "task_id"`)
+			return fail(`%s needs "task_id"`, ev)
+		}
+		if ev == EventUserRestart {
+			return &RestartTask{TaskID: *m.TaskID}, nil
 		}
 		return &CancelTask{TaskID: *m.TaskID}, nil
 

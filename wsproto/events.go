@@ -24,6 +24,7 @@ const (
 	EventSolverCompleted = "solver.completed"
 	EventSolverCancelled = "solver.cancelled"
 	EventSolverSkipped   = "solver.skipped"
+	EventSolverRestarted = "solver.restarted"
 
 	// Failure and recovery.
 	EventExecutionError  = "error.execution"
@@ -46,6 +47,7 @@ const (
 	EventUserResponse   = "user.response"
 	EventUserCancel     = "user.cancel"
 	EventUserCancelTask = "user.cancel_task"
+	EventUserRestart    = "user.restart_task"
 	EventUserAck        = "user.ack"
 	EventUserReconnect  = "user.reconnect_with_state"
 )
@@ -112,6 +114,7 @@ const (
 	ReasonUserCancelTask    = "user_cancel_task"
 	ReasonPipelineCancelled = "pipeline_cancelled"
 	ReasonDependencyFailed  = "dependency_failed"
+	ReasonUserRestart       = "user_restart"
 )
 
 // Run statuses of pipeline.completed.

@@ -143,6 +143,14 @@ type SolverSkipped struct {
 	Dependency string `json:"dependency"`
 }
 
+// SolverRestarted is the metadata of solver.restarted: a finished task
+// will run again (reason user_restart).
+type SolverRestarted struct {
+	RunID  string `json:"run_id"`
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
+}
+
 // ExecutionError is the metadata of error.execution. TaskID is empty and
 // Stage is "plan" for a planning failure.
 type ExecutionError struct {

@@ -12,7 +12,19 @@ type RunState struct {
 	PlanSummary    string        `json:"plan_summary"`
 	Tasks          []TaskState   `json:"tasks"`
 	PendingConfirm []UserConfirm `json:"pending_confirm"`
-	FinalAnswer    *string       `json:"final_answer"`
+	// Answers are the user's answers to the run's questions
+	// (input_request), oldest first.
+	Answers     []AnswerState `json:"answers"`
+	FinalAnswer *string       `json:"final_answer"`
+}
+
+// AnswerState is a question of the run and the user's answer. TaskID is
+// the task that asked (empty for the decide step's questions).
+type AnswerState struct {
+	StepID   string `json:"step_id"`
+	TaskID   string `json:"task_id,omitempty"`
+	Question string `json:"question"`
+	Text     string `json:"text"`
 }
 
 // TaskState is one task of a run with its progress.
@@ -119,6 +131,16 @@ func (s *State) Apply(event string, meta any) {
 		if t := s.task(m.RunID, m.TaskID); t != nil {
 			t.Status = TaskSkipped
 		}
+	case SolverRestarted:
+		// The task waits to run again: its result and error are gone, its
+		// attempt count and todo list carry on, and a question it had
+		// open is withdrawn.
+		if r := s.run(m.RunID); r != nil {
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.TaskID == m.TaskID })
+			if t := r.task(m.TaskID); t != nil {
+				t.Status, t.Result, t.Error = TaskPending, "", ""
+			}
+		}
 	case ExecutionError:
 		if t := s.task(m.RunID, m.TaskID); t != nil {
 			t.Status, t.Attempt, t.Error = TaskFailed, m.Attempt, m.Message
@@ -221,7 +243,7 @@ func (r *RunState) task(id string) *TaskState {
 }
 
 func newRun(runID, request string) *RunState {
-	return &RunState{RunID: runID, Request: request, Tasks: []TaskState{}, PendingConfirm: []UserConfirm{}}
+	return &RunState{RunID: runID, Request: request, Tasks: []TaskState{}, PendingConfirm: []UserConfirm{}, Answers: []AnswerState{}}
 }
 
 func taskStates(tasks []Task) []TaskState {
@@ -259,6 +281,8 @@ func deref(v any) any {
 	case *SolverCancelled:
 		return *m
 	case *SolverSkipped:
+		return *m
+	case *SolverRestarted:
 		return *m
 	case *ExecutionError:
 		return *m
@@ -315,6 +339,8 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		v = new(SolverCancelled)
 	case EventSolverSkipped:
 		v = new(SolverSkipped)
+	case EventSolverRestarted:
+		v = new(SolverRestarted)
 	case EventExecutionError:
 		v = new(ExecutionError)
 	case EventRecoveryStarted:
@@ -350,6 +376,22 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		return nil, fmt.Errorf("decode %s metadata: %w", event, err)
 	}
 	return v, nil
+}
+
+// Answer records the user's answer to an open input_request and closes
+// it; for any other confirmation it is CloseConfirm. No event carries the
+// answer: the server calls it when the answer arrives, and a client that
+// keeps its own state calls it when it sends one.
+func (s *State) Answer(stepID, text string) {
+	if s.Run == nil {
+		return
+	}
+	for _, c := range s.Run.PendingConfirm {
+		if c.StepID == stepID && c.Kind == ConfirmInput {
+			s.Run.Answers = append(s.Run.Answers, AnswerState{StepID: stepID, TaskID: c.TaskID, Question: c.Question, Text: text})
+		}
+	}
+	s.CloseConfirm(stepID)
 }
 
 // CloseConfirm removes an open confirmation from pending_confirm once it is

@@ -30,6 +30,7 @@ func TestDecodeText(t *testing.T) {
 			&wsproto.Response{StepID: "s1", Action: "skip"}, "", ""},
 		{"cancel, null metadata", `{"event":"user.cancel","metadata":null}`, &wsproto.Cancel{}, "", ""},
 		{"cancel task", `{"event":"user.cancel_task","metadata":{"task_id":"a"}}`, &wsproto.CancelTask{TaskID: "a"}, "", ""},
+		{"restart task", `{"event":"user.restart_task","metadata":{"task_id":"a"}}`, &wsproto.RestartTask{TaskID: "a"}, "", ""},
 		{"ack", `{"event":"user.ack","metadata":{"last_seq":7}}`, &wsproto.Ack{LastSeq: 7}, "", ""},
 		{"reconnect", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","resume_token":"t","last_seq":3,"state_checksum":"c"}}`,
 			&wsproto.Reconnect{SessionID: "s", ResumeToken: "t", LastSeq: 3, StateChecksum: "c"}, "", ""},
@@ -56,6 +57,7 @@ func TestDecodeText(t *testing.T) {
 		{"confirmed not a bool", `{"event":"user.response","step_id":"s","metadata":{"confirmed":"yes"}}`, nil, "invalid_message", "user.response"},
 		{"reconnect without token", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","last_seq":0}}`, nil, "invalid_message", "user.reconnect_with_state"},
 		{"cancel task without id", `{"event":"user.cancel_task","metadata":{}}`, nil, "invalid_message", "user.cancel_task"},
+		{"restart task without id", `{"event":"user.restart_task","metadata":{"task_id":""}}`, nil, "invalid_message", "user.restart_task"},
 		{"unknown event", `{"event":"user.dance"}`, nil, "unknown_type", "user.dance"},
 	}
 	for _, tt := range tests {
@@ -275,6 +277,20 @@ func TestStateReducer(t *testing.T) {
 	s.BeginSolving("r", "", tasks[:1])
 	if s.Phase != wsproto.PhaseSolving || len(s.Run.Tasks) != 1 || len(s.Run.PendingConfirm) != 0 {
 		t.Errorf("after BeginSolving: %s %+v", s.Phase, s.Run)
+	}
+}
+
+// solver.restarted puts a finished task back to pending: its result and
+// error go, its attempt count stays, and its open question is withdrawn.
+func TestStateRestarted(t *testing.T) {
+	var s wsproto.State
+	s.BeginSolving("r", "", []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}})
+	s.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "r", TaskID: "a", Attempt: 1})
+	s.Apply(wsproto.EventExecutionError, &wsproto.ExecutionError{RunID: "r", TaskID: "a", Attempt: 1, Message: "boom"})
+	s.Apply(wsproto.EventUserConfirm, &wsproto.UserConfirm{RunID: "r", StepID: "q", Kind: wsproto.ConfirmTaskFailed, TaskID: "a"})
+	s.Apply(wsproto.EventSolverRestarted, &wsproto.SolverRestarted{RunID: "r", TaskID: "a", Reason: wsproto.ReasonUserRestart})
+	if a := s.Run.Tasks[0]; a.Status != wsproto.TaskPending || a.Error != "" || a.Attempt != 1 || len(s.Run.PendingConfirm) != 0 {
+		t.Errorf("after solver.restarted: %+v, pending %v", a, s.Run.PendingConfirm)
 	}
 }
 
