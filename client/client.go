@@ -457,6 +457,12 @@ func (c *Client) SolveTasks(ctx context.Context, tasks []wsproto.Task) error {
 	return c.Send(ctx, wsproto.EventUserSolve, "", "", map[string]any{"tasks": tasks})
 }
 
+// Replan sends the plan awaiting confirmation back to the planner with
+// the user's feedback.
+func (c *Client) Replan(ctx context.Context, feedback string) error {
+	return c.Send(ctx, wsproto.EventUserReplan, "", "", map[string]any{"feedback": feedback})
+}
+
 // RestartTask asks a finished task of the running run to run again.
 func (c *Client) RestartTask(ctx context.Context, taskID string) error {
 	return c.Send(ctx, wsproto.EventUserRestart, "", "", map[string]any{"task_id": taskID})

@@ -58,6 +58,8 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 		return sess.cancelTask(req.TaskID)
 	case *wsproto.RestartTask:
 		return sess.restartTask(req.TaskID)
+	case *wsproto.Replan:
+		return sess.replan(req.Feedback)
 	case *wsproto.Ack:
 		return sess.ack(req.LastSeq)
 	case *wsproto.Reconnect:
@@ -142,6 +144,22 @@ func (sess *session) cancelTask(taskID string) *wsproto.Error {
 			Message: "no pending or running task has this id"}
 	}
 	return nil
+}
+
+// replan withdraws the run's open plan confirmation and sends the planner
+// back with the user's feedback (§11).
+func (sess *session) replan(feedback string) *wsproto.Error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	for id, c := range sess.confirms {
+		if c.kind == wsproto.ConfirmPlan && c.run == sess.run {
+			sess.closeConfirmLocked(id) // its step_id is answered step_id_mismatch from now on
+			c.replan <- feedback
+			return nil
+		}
+	}
+	return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReplan,
+		Message: "no plan is waiting for confirmation"}
 }
 
 // restartTask runs a finished task again (§11), with its dependents that

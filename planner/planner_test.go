@@ -3,6 +3,7 @@ package planner_test
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/baton-run/baton/failure"
@@ -42,6 +43,30 @@ func TestSimPlanShape(t *testing.T) {
 	}
 	if len(sizes) != 4 {
 		t.Errorf("plan sizes seen %v, want all of 3..6", sizes)
+	}
+}
+
+// A plan sent back is planned again with the user's feedback: another
+// plan for another feedback, the same for the same.
+func TestSimPlanWithFeedback(t *testing.T) {
+	p := &planner.Sim{}
+	plan := func(feedback ...string) planner.Plan {
+		req := planner.Request{Text: "Plan a trip to Lisbon", Attempt: 1}
+		for _, f := range feedback {
+			req.Rejected = append(req.Rejected, planner.Rejection{Feedback: f})
+		}
+		got, err := p.Plan(t.Context(), req, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first, revised := plan(), plan("fewer museums")
+	if first.Summary == revised.Summary || !strings.Contains(revised.Summary, "(revised: fewer museums)") {
+		t.Errorf("summaries %q and %q", first.Summary, revised.Summary)
+	}
+	if again := plan("something else", "fewer museums"); !reflect.DeepEqual(again, revised) {
+		t.Errorf("the last feedback decides: %+v vs %+v", again, revised)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // A Request is a decoded client frame: one of *Message, *SolveTasks,
-// *Response, *Cancel, *CancelTask, *RestartTask, *Ack, *Reconnect.
+// *Response, *Cancel, *CancelTask, *RestartTask, *Replan, *Ack, *Reconnect.
 type Request interface{ Event() string }
 
 // Message is user.message: a request to plan and solve.
@@ -40,6 +40,10 @@ type CancelTask struct{ TaskID string }
 // RestartTask is user.restart_task.
 type RestartTask struct{ TaskID string }
 
+// Replan is user.replan: plan again, with the user's feedback on the plan
+// awaiting confirmation.
+type Replan struct{ Feedback string }
+
 // Ack is user.ack.
 type Ack struct{ LastSeq uint64 }
 
@@ -57,6 +61,7 @@ func (*Response) Event() string    { return EventUserResponse }
 func (*Cancel) Event() string      { return EventUserCancel }
 func (*CancelTask) Event() string  { return EventUserCancelTask }
 func (*RestartTask) Event() string { return EventUserRestart }
+func (*Replan) Event() string      { return EventUserReplan }
 func (*Ack) Event() string         { return EventUserAck }
 func (*Reconnect) Event() string   { return EventUserReconnect }
 
@@ -165,6 +170,18 @@ func DecodeText(data []byte) (Request, *Error) {
 			return &RestartTask{TaskID: *m.TaskID}, nil
 		}
 		return &CancelTask{TaskID: *m.TaskID}, nil
+
+	case EventUserReplan:
+		var m struct {
+			Feedback *string `json:"feedback"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		if m.Feedback == nil {
+			return fail(`user.replan needs "feedback": what to change in the plan`)
+		}
+		return &Replan{Feedback: *m.Feedback}, nil
 
 	case EventUserAck:
 		var m struct {

@@ -48,6 +48,7 @@ const (
 	EventUserCancel     = "user.cancel"
 	EventUserCancelTask = "user.cancel_task"
 	EventUserRestart    = "user.restart_task"
+	EventUserReplan     = "user.replan"
 	EventUserAck        = "user.ack"
 	EventUserReconnect  = "user.reconnect_with_state"
 )

@@ -43,10 +43,12 @@ type Snapshot struct {
 	Run           *RunState `json:"run"`
 }
 
-// PlanStart is the metadata of plan.start.
+// PlanStart is the metadata of plan.start. Feedback is the user's, when
+// a user.replan sent the planner back.
 type PlanStart struct {
-	RunID   string `json:"run_id"`
-	Request string `json:"request"`
+	RunID    string `json:"run_id"`
+	Request  string `json:"request"`
+	Feedback string `json:"feedback,omitempty"`
 }
 
 // PlanStep is the metadata of plan.step_completed.

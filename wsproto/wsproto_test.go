@@ -30,6 +30,7 @@ func TestDecodeText(t *testing.T) {
 			&wsproto.Response{StepID: "s1", Action: "skip"}, "", ""},
 		{"cancel, null metadata", `{"event":"user.cancel","metadata":null}`, &wsproto.Cancel{}, "", ""},
 		{"cancel task", `{"event":"user.cancel_task","metadata":{"task_id":"a"}}`, &wsproto.CancelTask{TaskID: "a"}, "", ""},
+		{"replan", `{"event":"user.replan","metadata":{"feedback":"fewer tasks"}}`, &wsproto.Replan{Feedback: "fewer tasks"}, "", ""},
 		{"restart task", `{"event":"user.restart_task","metadata":{"task_id":"a"}}`, &wsproto.RestartTask{TaskID: "a"}, "", ""},
 		{"ack", `{"event":"user.ack","metadata":{"last_seq":7}}`, &wsproto.Ack{LastSeq: 7}, "", ""},
 		{"reconnect", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","resume_token":"t","last_seq":3,"state_checksum":"c"}}`,
@@ -57,6 +58,8 @@ func TestDecodeText(t *testing.T) {
 		{"confirmed not a bool", `{"event":"user.response","step_id":"s","metadata":{"confirmed":"yes"}}`, nil, "invalid_message", "user.response"},
 		{"reconnect without token", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","last_seq":0}}`, nil, "invalid_message", "user.reconnect_with_state"},
 		{"cancel task without id", `{"event":"user.cancel_task","metadata":{}}`, nil, "invalid_message", "user.cancel_task"},
+		{"replan without feedback", `{"event":"user.replan","metadata":{}}`, nil, "invalid_message", "user.replan"},
+		{"replan feedback not a string", `{"event":"user.replan","metadata":{"feedback":3}}`, nil, "invalid_message", "user.replan"},
 		{"restart task without id", `{"event":"user.restart_task","metadata":{"task_id":""}}`, nil, "invalid_message", "user.restart_task"},
 		{"unknown event", `{"event":"user.dance"}`, nil, "unknown_type", "user.dance"},
 	}
