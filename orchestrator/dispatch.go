@@ -44,12 +44,12 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 	sess := c.sess
 	switch req := req.(type) {
 	case *wsproto.Message:
-		return sess.startRun(req.Text, nil)
+		return sess.startRun(req.Text, nil, req.Adaptive)
 	case *wsproto.SolveTasks:
 		if req.Tasks == nil {
 			req.Tasks = []wsproto.Task{}
 		}
-		return sess.startRun("", req.Tasks)
+		return sess.startRun("", req.Tasks, req.Adaptive)
 	case *wsproto.Response:
 		return sess.respond(req)
 	case *wsproto.Cancel:
@@ -70,6 +70,9 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 
 // respond pairs a user.response with its open confirmation by step_id.
 func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
+	if e := sess.checkAdjustEdit(resp); e != nil {
+		return e
+	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	c, ok := sess.confirms[resp.StepID]
@@ -89,6 +92,11 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 				e.RefType = wsproto.EventUserResponse
 				return e
 			}
+		}
+	case wsproto.ConfirmAdjust:
+		if resp.Confirmed == nil {
+			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
+				Message: `a plan_adjust confirmation needs "confirmed": true or false`}
 		}
 	case wsproto.ConfirmTaskFailed:
 		switch resp.Action {

@@ -21,11 +21,17 @@ import (
 // the only emitter of its events besides the solver's task goroutines,
 // which it waits for.
 type run struct {
-	id      string
-	sess    *session
-	request string
-	started time.Time
-	usage   wsproto.Usage // planning's tokens; only the run's goroutine touches it
+	id       string
+	sess     *session
+	request  string
+	adaptive bool // the decide step runs after each task (§11)
+	started  time.Time
+	usage    wsproto.Usage // planning's tokens; only the run's goroutine touches it
+	// summary is the confirmed plan's, and confirmed says the user
+	// confirmed it (a user.message run: adjustments are confirmed too).
+	// Set before solving starts; read by the decide step.
+	summary   string
+	confirmed bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -59,8 +65,9 @@ var (
 )
 
 // startRun starts a pipeline for request, or for tasks without planning
-// when tasks is non-nil. It runs on the connection's reader goroutine.
-func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Error {
+// when tasks is non-nil; adaptive (or the server's Adaptive option) adds
+// the decide step. It runs on the connection's reader goroutine.
+func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive bool) *wsproto.Error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.run != nil {
@@ -74,7 +81,8 @@ func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Err
 		return &wsproto.Error{Code: wsproto.CodeInvalidMessage,
 			Message: "the request cannot be planned: " + strings.Join(probs, "; ")}
 	}
-	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now()}
+	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now(),
+		adaptive: adaptive || sess.srv.opts.Adaptive}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
 	sess.srv.runWG.Add(1)
@@ -131,7 +139,9 @@ func (r *run) execute(tasks []wsproto.Task) {
 			continue
 		}
 		summary = plan.Summary
+		r.confirmed = true
 	}
+	r.summary = summary
 	report, ok := r.solve(tasks, summary)
 	if !ok {
 		return
@@ -303,6 +313,7 @@ var confirmPrefix = map[string]string{
 	wsproto.ConfirmTaskFailed: "confirm_task_",
 	wsproto.ConfirmTool:       "confirm_tool_",
 	wsproto.ConfirmInput:      "confirm_input_",
+	wsproto.ConfirmAdjust:     "confirm_adjust_",
 }
 
 var errExpired = errors.New("confirmation expired")
@@ -352,6 +363,8 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 		TaskTimeout: opts.TaskTimeout,
 		Request:     r.request,
 		PlanSummary: summary,
+		Adaptive:    r.adaptive,
+		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
 	})
 	r.sess.mu.Lock()
@@ -488,9 +501,9 @@ func (e taskEvents) Cancelled(id, reason string) {
 	e.r.emit(wsproto.EventSolverCancelled, "Cancelled "+id, &wsproto.SolverCancelled{RunID: e.r.id, TaskID: id, Reason: reason})
 }
 
-func (e taskEvents) Skipped(id, dependency string) {
+func (e taskEvents) Skipped(id, reason, dependency string) {
 	e.r.emit(wsproto.EventSolverSkipped, "Skipped "+id, &wsproto.SolverSkipped{
-		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonDependencyFailed, Dependency: dependency})
+		RunID: e.r.id, TaskID: id, Reason: reason, Dependency: dependency})
 }
 
 func (e taskEvents) Restarted(id string) {

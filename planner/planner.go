@@ -1,7 +1,9 @@
 // Package planner turns a user's request into a plan: a short summary and a
-// list of tasks with dependencies. It defines the Planner interface the
-// orchestrator consumes and holds the built-in simulated planner (§9 of the
-// contract). It knows nothing of sessions, connections or events: progress
+// list of tasks with dependencies, and, in adaptive runs, decides after
+// each task whether the plan still stands (§11). It defines the Planner
+// interface the orchestrator consumes, with its optional capabilities
+// (RequestChecker, Decider), and holds the built-in simulated planner (§9
+// and §12 of the contract). It knows nothing of sessions, connections or events: progress
 // is reported through a callback, and the caller decides what it means.
 package planner
 

@@ -79,3 +79,42 @@ func TestSimPlanFailDirective(t *testing.T) {
 		}
 	}
 }
+
+func TestSimDecide(t *testing.T) {
+	done := wsproto.TaskState{Task: wsproto.Task{ID: "t1", Title: "One", DependsOn: []string{}}, Status: wsproto.TaskCompleted}
+	steered := wsproto.TaskState{Task: wsproto.Task{ID: "t2", Title: "Two", Description: "[sim:decide=synthesize]", DependsOn: []string{}},
+		Status: wsproto.TaskCompleted}
+	taken := wsproto.TaskState{Task: wsproto.Task{ID: "adj1", Title: "Taken", DependsOn: []string{}}, Status: wsproto.TaskPending}
+	tests := []struct {
+		name    string
+		request string
+		number  int
+		after   string
+		tasks   []wsproto.TaskState
+		want    planner.Decision
+	}{
+		{"no directive", "Plan", 1, "t1", []wsproto.TaskState{done}, planner.Decision{Action: "continue"}},
+		{"the request's, first decision", "Plan [sim:decide=request_input:Which city?]", 1, "t1", []wsproto.TaskState{done},
+			planner.Decision{Action: "request_input", Question: "Which city?"}},
+		{"the request's, later decision", "Plan [sim:decide=synthesize]", 2, "t1", []wsproto.TaskState{done}, planner.Decision{Action: "continue"}},
+		{"the task's wins", "Plan [sim:decide=continue]", 1, "t2", []wsproto.TaskState{done, steered}, planner.Decision{Action: "synthesize"}},
+		{"the task's, any decision", "Plan", 7, "t2", []wsproto.TaskState{done, steered}, planner.Decision{Action: "synthesize"}},
+		{"remove", "[sim:decide=adjust_plan:-t9]", 1, "t1", []wsproto.TaskState{done}, planner.Decision{Action: "adjust_plan", Remove: []string{"t9"}}},
+		{"add, with a free id", "[sim:decide=adjust_plan:+Check prices]", 1, "t1", []wsproto.TaskState{done, taken},
+			planner.Decision{Action: "adjust_plan", Add: []wsproto.Task{{ID: "adj2", Title: "Check prices",
+				Description: "Added after t1.", DependsOn: []string{"t1"}}}}},
+	}
+	p := &planner.Sim{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := p.Decide(t.Context(), planner.DecideInput{Request: tt.request, Number: tt.number, AfterTask: tt.after, Tasks: tt.tasks})
+			if err != nil || got.Reason == "" {
+				t.Fatalf("Decide: %+v, %v", got, err)
+			}
+			got.Reason = ""
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

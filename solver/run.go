@@ -71,8 +71,10 @@ type outcome struct {
 	index   int
 	attempt int    // last execution number used
 	result  Result // when err == nil
-	err     error  // nil: completed; otherwise why it stopped
-	gaveUp  bool   // out of retries: ask for a decision
+	took    time.Duration
+	retried bool  // completed after at least one retry
+	err     error // nil: completed; otherwise why it stopped
+	gaveUp  bool  // out of retries: ask for a decision
 }
 
 type decided struct {
@@ -106,6 +108,19 @@ type scheduler struct {
 	usage    wsproto.Usage
 	outcomes chan outcome
 	answers  chan decided
+
+	// The decide step of an adaptive run (§11): completed tasks waiting
+	// for their decision, in order; whether one is being made (no task
+	// starts meanwhile); how many were made; whether one said synthesize
+	// (no more are made). version is the plan's, retired the ids of
+	// removed tasks.
+	adaptQueue  []int
+	adapting    bool
+	decisions   int
+	synthesized bool
+	adaptations chan Adaptation
+	version     int
+	retired     []string
 
 	// The agent loop's state. todos[i] is task i's todo list, touched
 	// only by the task's goroutine (handed over through the channels that
@@ -146,6 +161,9 @@ func (r *Run) Execute(ctx context.Context) Report {
 		outcomes: make(chan outcome),
 		answers:  make(chan decided),
 		slots:    make(chan slotRequest),
+
+		adaptations: make(chan Adaptation),
+		version:     1,
 	}
 	for _, t := range r.opts.Loop.Tools.All() {
 		s.specs = append(s.specs, t.Spec())
@@ -166,7 +184,10 @@ func (r *Run) Execute(ctx context.Context) Report {
 			s.holding[req.index] = true
 			req.grant <- struct{}{}
 		}
-		for !s.stopping && s.running < r.opts.MaxParallel && len(s.ready) > 0 {
+		if !s.stopping && !s.adapting && len(s.adaptQueue) > 0 {
+			s.adapt(ctx)
+		}
+		for !s.stopping && !s.adapting && s.running < r.opts.MaxParallel && len(s.ready) > 0 {
 			i := s.ready[0]
 			s.ready = s.ready[1:]
 			// Not skipped, cancelled or removed while it waited, and not
@@ -203,6 +224,8 @@ func (r *Run) Execute(ctx context.Context) Report {
 				s.stops[a.index] = nil
 				s.decide(ctx, a)
 			}
+		case a := <-s.adaptations:
+			s.adapted(a)
 		case call := <-r.calls:
 			call(s)
 		case <-stop:
@@ -254,7 +277,7 @@ func (s *scheduler) relink() {
 		}
 		if p, ok := s.blockedBy(i, nil); ok {
 			s.status[i] = wsproto.TaskSkipped
-			s.events.Skipped(s.tasks[i].ID, s.tasks[p].ID)
+			s.events.Skipped(s.tasks[i].ID, wsproto.ReasonDependencyFailed, s.tasks[p].ID)
 			s.skipDependents(i)
 		} else if s.waiting[i] == 0 && !slices.Contains(s.ready, i) {
 			s.ready = append(s.ready, i)
@@ -360,11 +383,9 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}
 		if err == nil {
-			s.events.Completed(id, attempt, result, time.Since(began))
-			if retry > 0 {
-				s.events.Recovered(id, attempt)
-			}
-			return outcome{index: i, attempt: attempt, result: result}
+			// finish reports it, in the step that also queues the
+			// decide step: no task starts in between.
+			return outcome{index: i, attempt: attempt, result: result, took: time.Since(began), retried: retry > 0}
 		}
 		class := failure.Classify(err)
 		s.events.Failed(id, attempt, class, err)
@@ -411,6 +432,10 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 	s.attempts[i] = o.attempt
 	switch {
 	case o.err == nil:
+		s.events.Completed(id, o.attempt, o.result, o.took)
+		if o.retried {
+			s.events.Recovered(id, o.attempt)
+		}
 		s.status[i] = wsproto.TaskCompleted
 		s.results[id] = o.result.Text
 		s.usage = s.usage.Add(o.result.Usage)
@@ -419,6 +444,9 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 			if s.waiting[c]--; s.waiting[c] == 0 && s.status[c] == wsproto.TaskPending {
 				s.ready = append(s.ready, c)
 			}
+		}
+		if s.opts.Adaptive && !s.synthesized {
+			s.adaptQueue = append(s.adaptQueue, i)
 		}
 	case o.gaveUp && ctx.Err() == nil:
 		s.status[i] = deciding
@@ -477,7 +505,7 @@ func (s *scheduler) skipDependents(i int) {
 				continue
 			}
 			s.status[c] = wsproto.TaskSkipped
-			s.events.Skipped(s.tasks[c].ID, s.tasks[p].ID)
+			s.events.Skipped(s.tasks[c].ID, wsproto.ReasonDependencyFailed, s.tasks[p].ID)
 			queue = append(queue, c)
 		}
 	}

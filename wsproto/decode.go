@@ -13,11 +13,19 @@ import (
 // *Response, *Cancel, *CancelTask, *RestartTask, *Replan, *Ack, *Reconnect.
 type Request interface{ Event() string }
 
-// Message is user.message: a request to plan and solve.
-type Message struct{ Text string }
+// Message is user.message: a request to plan and solve. Adaptive
+// (metadata.adaptive) asks for the decide step after each task (§11).
+type Message struct {
+	Text     string
+	Adaptive bool
+}
 
 // SolveTasks is user.solve_tasks: tasks to solve without planning.
-type SolveTasks struct{ Tasks []Task }
+// Adaptive is as in Message (a Baton extension for this event).
+type SolveTasks struct {
+	Tasks    []Task
+	Adaptive bool
+}
 
 // Response is user.response: the answer to an agent.user_confirm. Which of
 // Confirmed, Tasks, Action, Approved and Text matter depends on the
@@ -115,16 +123,23 @@ func DecodeText(data []byte) (Request, *Error) {
 		if f.Content == nil || *f.Content == "" {
 			return fail(`user.message needs its text in "content"`)
 		}
-		return &Message{Text: *f.Content}, nil
-
-	case EventUserSolve:
 		var m struct {
-			Tasks []Task `json:"tasks"`
+			Adaptive bool `json:"adaptive"`
 		}
 		if e := decode(&m); e != nil {
 			return nil, e
 		}
-		return &SolveTasks{Tasks: NormalizeTasks(m.Tasks)}, nil
+		return &Message{Text: *f.Content, Adaptive: m.Adaptive}, nil
+
+	case EventUserSolve:
+		var m struct {
+			Tasks    []Task `json:"tasks"`
+			Adaptive bool   `json:"adaptive"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		return &SolveTasks{Tasks: NormalizeTasks(m.Tasks), Adaptive: m.Adaptive}, nil
 
 	case EventUserResponse:
 		var m struct {

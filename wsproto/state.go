@@ -7,15 +7,22 @@ import (
 
 // RunState is the state of one run as a client sees it (§6).
 type RunState struct {
-	RunID          string        `json:"run_id"`
-	Request        string        `json:"request"`
-	PlanSummary    string        `json:"plan_summary"`
+	RunID       string `json:"run_id"`
+	Request     string `json:"request"`
+	PlanSummary string `json:"plan_summary"`
+	// PlanVersion is the plan's version (§11): 0 while planning, 1 from
+	// plan.completed (or a user.solve_tasks run's start), then each
+	// plan.updated's.
+	PlanVersion    int           `json:"plan_version"`
 	Tasks          []TaskState   `json:"tasks"`
 	PendingConfirm []UserConfirm `json:"pending_confirm"`
 	// Answers are the user's answers to the run's questions
 	// (input_request), oldest first.
-	Answers     []AnswerState `json:"answers"`
-	FinalAnswer *string       `json:"final_answer"`
+	Answers []AnswerState `json:"answers"`
+	// LastDecision is the decide step's latest plan.decision, nil before
+	// the first (and in runs that are not adaptive).
+	LastDecision *PlanDecision `json:"last_decision"`
+	FinalAnswer  *string       `json:"final_answer"`
 }
 
 // AnswerState is a question of the run and the user's answer. TaskID is
@@ -66,6 +73,7 @@ func (s *State) BeginSolving(runID, request string, tasks []Task) {
 		s.Run = newRun(runID, request)
 	}
 	s.Run.Tasks = taskStates(tasks)
+	s.Run.PlanVersion = 1
 	s.Run.PendingConfirm = dropConfirms(s.Run.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmPlan })
 	s.Phase = PhaseSolving
 }
@@ -83,6 +91,31 @@ func (s *State) Apply(event string, meta any) {
 		if r := s.run(m.RunID); r != nil {
 			r.PlanSummary = m.PlanSummary
 			r.Tasks = taskStates(m.Tasks)
+			r.PlanVersion = 1
+		}
+	case PlanDecision:
+		if r := s.run(m.RunID); r != nil {
+			r.LastDecision = &m
+		}
+	case PlanUpdated:
+		// The whole list after the adjustment: tasks the run had keep
+		// where they stand, new ones are pending. The adjustment's
+		// confirmation, if it had one, is settled.
+		if r := s.run(m.RunID); r != nil {
+			had := make(map[string]TaskState, len(r.Tasks))
+			for _, t := range r.Tasks {
+				had[t.ID] = t
+			}
+			tasks := make([]TaskState, len(m.Tasks))
+			for i, t := range m.Tasks {
+				if old, ok := had[t.ID]; ok {
+					tasks[i] = old
+				} else {
+					tasks[i] = TaskState{Task: t, Status: TaskPending}
+				}
+			}
+			r.Tasks, r.PlanVersion = tasks, m.Version
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmAdjust })
 		}
 	case UserConfirm:
 		if r := s.run(m.RunID); r != nil {
@@ -99,6 +132,7 @@ func (s *State) Apply(event string, meta any) {
 			// A user.solve_tasks run: its first event is a solver.start.
 			s.Run = newRun(m.RunID, "")
 			r = s.Run
+			r.PlanVersion = 1
 		}
 		if s.Phase != PhaseSolving {
 			s.Phase = PhaseSolving
@@ -274,6 +308,10 @@ func deref(v any) any {
 		return *m
 	case *PlanCancelled:
 		return *m
+	case *PlanDecision:
+		return *m
+	case *PlanUpdated:
+		return *m
 	case *SolverStart:
 		return *m
 	case *SolverCompleted:
@@ -325,6 +363,10 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		v = new(PlanCompleted)
 	case EventPlanCancelled:
 		v = new(PlanCancelled)
+	case EventPlanDecision:
+		v = new(PlanDecision)
+	case EventPlanUpdated:
+		v = new(PlanUpdated)
 	case EventUserConfirm:
 		v = new(UserConfirm)
 	case EventFinalAnswer:

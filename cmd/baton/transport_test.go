@@ -230,12 +230,13 @@ func TestOpenableAddr(t *testing.T) {
 func TestEnvironmentConfigures(t *testing.T) {
 	t.Parallel()
 	c, err := parseConfig([]string{"--max-parallel", "7"}, func(k string) string {
-		return map[string]string{"BATON_BUFFER_SIZE": "42", "BATON_MAX_PARALLEL": "2", "BATON_ALLOWED_ORIGINS": "a.example,b.example"}[k]
+		return map[string]string{"BATON_BUFFER_SIZE": "42", "BATON_MAX_PARALLEL": "2", "BATON_ALLOWED_ORIGINS": "a.example,b.example",
+			"BATON_ADAPTIVE": "true"}[k]
 	}, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || len(c.opts.AllowedOrigins) != 2 {
+	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || len(c.opts.AllowedOrigins) != 2 || !c.opts.Adaptive {
 		t.Errorf("config %+v", c.opts)
 	}
 }
