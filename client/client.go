@@ -47,10 +47,11 @@ type Frame struct {
 func (f Frame) Meta() (any, error) { return wsproto.DecodeMetadata(f.Event, f.Metadata) }
 
 // Answer is the metadata of a user.response: Confirmed (and optionally
-// Tasks) for a plan confirmation, Action for a task_failed one.
+// Tasks) for a plan confirmation or a plan adjustment, Action for a
+// task_failed one, Approved for a tool_confirm, Text for an input_request.
 type Answer struct {
-	Confirmed *bool          `json:"confirmed,omitempty"` // plan_confirm
-	Tasks     []wsproto.Task `json:"tasks,omitempty"`     // plan_confirm, an edit
+	Confirmed *bool          `json:"confirmed,omitempty"` // plan_confirm, plan_adjust
+	Tasks     []wsproto.Task `json:"tasks,omitempty"`     // plan_confirm, plan_adjust: an edit
 	Action    string         `json:"action,omitempty"`    // task_failed
 	Approved  *bool          `json:"approved,omitempty"`  // tool_confirm
 	Text      *string        `json:"text,omitempty"`      // input_request
@@ -70,8 +71,11 @@ type Options struct {
 	// sequenced event once and in seq order, and with every unsequenced
 	// frame. It must not block for long.
 	OnEvent func(Frame)
-	// OnConfirm answers an agent.user_confirm; returning nil leaves it
-	// open. Called on the reader goroutine.
+	// OnConfirm answers an agent.user_confirm of any kind (its Kind says
+	// which: plan_confirm, task_failed, tool_confirm, plan_adjust,
+	// input_request); returning nil leaves it open. Called on the reader
+	// goroutine, also for the confirmations still open in a resync's
+	// snapshot.
 	OnConfirm func(wsproto.UserConfirm) *Answer
 	// Header is sent with every handshake (e.g. Origin).
 	Header http.Header
@@ -450,6 +454,13 @@ func (c *Client) closeConfirm(stepID string, a Answer) {
 // Message starts a run for a request.
 func (c *Client) Message(ctx context.Context, text string) error {
 	return c.Send(ctx, wsproto.EventUserMessage, "", text, nil)
+}
+
+// MessageAdaptive starts an adaptive run for a request (§11): the model
+// decides after each task whether to continue, adjust the plan, ask the
+// user or synthesize.
+func (c *Client) MessageAdaptive(ctx context.Context, text string) error {
+	return c.Send(ctx, wsproto.EventUserMessage, "", text, map[string]any{"adaptive": true})
 }
 
 // SolveTasks starts a run of the given tasks.
