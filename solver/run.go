@@ -323,6 +323,10 @@ func (s *scheduler) start(ctx context.Context, i int) {
 	}
 	first := s.attempts[i] + 1
 	x := execution{index: i, id: t.ID, todo: s.todos[i]}
+	// Reported here rather than on the task's goroutine, so that the start
+	// comes before any completion the scheduler handles after it (and so
+	// before that completion's decision, §11).
+	s.events.Started(t.ID, first)
 	go func() {
 		defer stop(nil)
 		s.outcomes <- s.execute(tctx, x, in, first)
@@ -376,7 +380,9 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 	delays := s.opts.Retry.Backoff()
 	for retry := 0; ; retry++ {
 		in.Attempt = attempt
-		s.events.Started(id, attempt)
+		if retry > 0 { // the first was reported by start
+			s.events.Started(id, attempt)
+		}
 		began := time.Now()
 		result, err := s.once(ctx, x, in)
 		if ctx.Err() != nil {

@@ -43,10 +43,11 @@ type TaskStatus struct {
 	Status string
 }
 
-// Events receives what happens to tasks, in order for each task. Started,
-// Progress, Failed, Retrying and GaveUp are called from the task's own
-// goroutine; Completed, Recovered, Cancelled, Skipped, Restarted and
-// PlanUpdated from the scheduler's; Decide and Adapt from a goroutine of their own.
+// Events receives what happens to tasks, in order for each task. Progress,
+// Failed, Retrying, GaveUp and Started of a retry are called from the
+// task's own goroutine; Started of a task's first execution in a budget,
+// Completed, Recovered, Cancelled, Skipped, Restarted and PlanUpdated from
+// the scheduler's; Decide and Adapt from a goroutine of their own.
 // Implementations must be safe for that and must not block for long
 // (except Decide, Adapt and the agent loop's questions). Only Adapt may
 // call back into the Run (Propose, ProposeList, AddAnswer).

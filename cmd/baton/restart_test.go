@@ -162,9 +162,15 @@ func TestRestartResync(t *testing.T) {
 	c, hello := connect(t, base)
 	tasks := []wsproto.Task{failTask("a", ""), failTask("hold", "[sim:ask=Done?]")}
 	c.send("user.solve_tasks", map[string]any{"tasks": tasks})
-	_, asked := confirmsUntil(t, c, 1)
-	hold := asked[wsproto.ConfirmInput+" hold"]
-	c.until(wsproto.EventSolverCompleted) // a
+	var hold wsproto.UserConfirm
+	for done := false; !done || hold.StepID == ""; { // a's completion and hold's question, in either order
+		switch f := c.next(); f.Event {
+		case wsproto.EventSolverCompleted:
+			done = true
+		case wsproto.EventUserConfirm:
+			hold = meta[wsproto.UserConfirm](t, f)
+		}
+	}
 	c.send("user.restart_task", map[string]any{"task_id": "a"})
 	c.until(wsproto.EventSolverRestarted)
 
