@@ -234,3 +234,31 @@ func TestDecideAdjustApplied(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideAdjustResync: a client that resyncs while a plan_adjust
+// question is open finds it in the snapshot, answers it with its step_id,
+// and ends in the state of one that saw every event (plan.updated folded,
+// plan_version 2).
+func TestDecideAdjustResync(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c, hello := connect(t, base)
+	_, adjust := confirmAndRead(t, c, "Plan a trip to Braga [sim:decide=adjust_plan:+Book a table]")
+	r := resume(t, base, hello, 1<<40, "")
+	r.expect(wsproto.EventConnected)
+	snap := meta[wsproto.Snapshot](t, r.expect(wsproto.EventStateSnapshot))
+	run := snap.Run
+	if len(run.PendingConfirm) != 1 || run.PendingConfirm[0].StepID != adjust.StepID || len(run.PendingConfirm[0].Added) != 1 ||
+		run.LastDecision == nil || run.LastDecision.Action != wsproto.ActionAdjustPlan || run.PlanVersion != 1 {
+		t.Fatalf("snapshot %+v", run)
+	}
+	r.respond(adjust.StepID, map[string]any{"confirmed": true})
+	live := r.until(wsproto.EventFinalAnswer)
+	checkStream(t, live, snap.Seq+1)
+	sameState(t, base, hello, snap, live, nil, nil)
+	end := resume(t, base, hello, 1<<40, "")
+	end.expect(wsproto.EventConnected)
+	if s := meta[wsproto.Snapshot](t, end.expect(wsproto.EventStateSnapshot)); s.Run.PlanVersion != 2 || len(s.Run.Tasks) != len(adjust.Tasks) {
+		t.Errorf("final snapshot %+v", s.Run)
+	}
+}
