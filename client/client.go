@@ -47,10 +47,11 @@ type Frame struct {
 func (f Frame) Meta() (any, error) { return wsproto.DecodeMetadata(f.Event, f.Metadata) }
 
 // Answer is the metadata of a user.response: Confirmed (and optionally
-// Tasks) for a plan confirmation, Action for a task_failed one.
+// Tasks) for a plan confirmation or a plan adjustment, Action for a
+// task_failed one, Approved for a tool_confirm, Text for an input_request.
 type Answer struct {
-	Confirmed *bool          `json:"confirmed,omitempty"` // plan_confirm
-	Tasks     []wsproto.Task `json:"tasks,omitempty"`     // plan_confirm, an edit
+	Confirmed *bool          `json:"confirmed,omitempty"` // plan_confirm, plan_adjust
+	Tasks     []wsproto.Task `json:"tasks,omitempty"`     // plan_confirm, plan_adjust: an edit
 	Action    string         `json:"action,omitempty"`    // task_failed
 	Approved  *bool          `json:"approved,omitempty"`  // tool_confirm
 	Text      *string        `json:"text,omitempty"`      // input_request
@@ -70,8 +71,11 @@ type Options struct {
 	// sequenced event once and in seq order, and with every unsequenced
 	// frame. It must not block for long.
 	OnEvent func(Frame)
-	// OnConfirm answers an agent.user_confirm; returning nil leaves it
-	// open. Called on the reader goroutine.
+	// OnConfirm answers an agent.user_confirm of any kind (its Kind says
+	// which: plan_confirm, task_failed, tool_confirm, plan_adjust,
+	// input_request); returning nil leaves it open. Called on the reader
+	// goroutine, also for the confirmations still open in a resync's
+	// snapshot.
 	OnConfirm func(wsproto.UserConfirm) *Answer
 	// Header is sent with every handshake (e.g. Origin).
 	Header http.Header
@@ -420,7 +424,14 @@ func (c *Client) Send(ctx context.Context, event, stepID, content string, meta a
 	ws, closed := c.ws, c.closed
 	if event == wsproto.EventUserResponse {
 		c.answers[stepID] = b
-		c.state.CloseConfirm(stepID)
+		switch a := meta.(type) {
+		case Answer:
+			c.closeConfirm(stepID, a)
+		case *Answer:
+			c.closeConfirm(stepID, *a)
+		default:
+			c.state.CloseConfirm(stepID)
+		}
 	}
 	c.mu.Unlock()
 	if closed {
@@ -429,14 +440,43 @@ func (c *Client) Send(ctx context.Context, event, stepID, content string, meta a
 	return ws.Write(ctx, websocket.MessageText, b)
 }
 
+// closeConfirm folds the client's own answer into its state, as the
+// server does: the confirmation closes, and an input_request's answer is
+// recorded.
+func (c *Client) closeConfirm(stepID string, a Answer) {
+	if a.Text != nil {
+		c.state.Answer(stepID, *a.Text)
+		return
+	}
+	c.state.CloseConfirm(stepID)
+}
+
 // Message starts a run for a request.
 func (c *Client) Message(ctx context.Context, text string) error {
 	return c.Send(ctx, wsproto.EventUserMessage, "", text, nil)
 }
 
+// MessageAdaptive starts an adaptive run for a request (§11): the model
+// decides after each task whether to continue, adjust the plan, ask the
+// user or synthesize.
+func (c *Client) MessageAdaptive(ctx context.Context, text string) error {
+	return c.Send(ctx, wsproto.EventUserMessage, "", text, map[string]any{"adaptive": true})
+}
+
 // SolveTasks starts a run of the given tasks.
 func (c *Client) SolveTasks(ctx context.Context, tasks []wsproto.Task) error {
 	return c.Send(ctx, wsproto.EventUserSolve, "", "", map[string]any{"tasks": tasks})
+}
+
+// Replan sends the plan awaiting confirmation back to the planner with
+// the user's feedback.
+func (c *Client) Replan(ctx context.Context, feedback string) error {
+	return c.Send(ctx, wsproto.EventUserReplan, "", "", map[string]any{"feedback": feedback})
+}
+
+// RestartTask asks a finished task of the running run to run again.
+func (c *Client) RestartTask(ctx context.Context, taskID string) error {
+	return c.Send(ctx, wsproto.EventUserRestart, "", "", map[string]any{"task_id": taskID})
 }
 
 // Respond answers a confirmation.
@@ -550,6 +590,7 @@ func copyRun(r *wsproto.RunState) *wsproto.RunState {
 	out := *r
 	out.Tasks = append([]wsproto.TaskState(nil), r.Tasks...)
 	out.PendingConfirm = append([]wsproto.UserConfirm(nil), r.PendingConfirm...)
+	out.Answers = append([]wsproto.AnswerState(nil), r.Answers...)
 	if r.FinalAnswer != nil {
 		a := *r.FinalAnswer
 		out.FinalAnswer = &a

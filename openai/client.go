@@ -2,8 +2,9 @@
 // completions endpoint — OpenAI itself, or Ollama, vLLM, llama.cpp's server,
 // LiteLLM — through github.com/sashabaranov/go-openai. One *Client is the
 // planner (structured JSON output, with a plain-JSON fallback for servers
-// without json_schema), the solver (one streamed completion per task) and
-// the aggregator (a streamed summary).
+// without json_schema), the decide step of adaptive runs (likewise), the
+// solver (one streamed completion per round of a task's agent loop) and the
+// aggregator (a streamed summary).
 //
 // Every failure is mapped once into a *failure.Error so the solver's retry
 // policy applies unchanged. The package knows nothing of sessions, events or

@@ -121,6 +121,32 @@ func TestPlanUnusableIsValidationAndFeedbackIsSent(t *testing.T) {
 	}
 }
 
+// Replanning sends each rejected plan back as the model's own reply,
+// followed by the user's feedback on it.
+func TestPlanWithTheUserFeedback(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {
+		stream(w, split(planJSON, 11)...)
+	})
+	first := planner.Plan{Summary: "Too big", Tasks: []wsproto.Task{{ID: "x", Title: "Everything", DependsOn: []string{}}}}
+	req := planner.Request{Text: "do it", Attempt: 1, Rejected: []planner.Rejection{
+		{Plan: first, Feedback: "split it up"}, {Plan: first, Feedback: "fewer tasks"}}}
+	if _, err := f.client(t).Plan(t.Context(), req, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := f.seen()[0].Messages
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, m.Role)
+	}
+	if want := []string{"system", "user", "assistant", "user", "assistant", "user"}; !slices.Equal(roles, want) {
+		t.Fatalf("roles %v, want %v", roles, want)
+	}
+	if !strings.Contains(msgs[2].Content, `"title":"Everything"`) || !strings.Contains(msgs[3].Content, "split it up") ||
+		!strings.Contains(msgs[5].Content, "fewer tasks") {
+		t.Errorf("messages %+v", msgs)
+	}
+}
+
 func TestTurnStreamsCoalescedProgress(t *testing.T) {
 	answer := strings.Repeat("token ", 40)
 	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) {

@@ -56,6 +56,14 @@ func (c *Client) Plan(ctx context.Context, req planner.Request, step func(string
 		{Role: goopenai.ChatMessageRoleSystem, Content: planSystem},
 		{Role: goopenai.ChatMessageRoleUser, Content: req.Text},
 	}
+	// The plans the user sent back, as the conversation they were: the
+	// plan the model proposed, then the user's feedback on it.
+	for _, rj := range req.Rejected {
+		msgs = append(msgs,
+			goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant, Content: planText(rj.Plan)},
+			goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser,
+				Content: "I do not accept this plan. My feedback: " + rj.Feedback + "\nReply with a new plan that takes it into account."})
+	}
 	if req.Feedback != "" {
 		msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser,
 			Content: "Your previous plan could not be used: " + req.Feedback + ". Reply with a corrected plan."})
@@ -126,6 +134,18 @@ func parsePlan(text string) (planner.Plan, error) {
 		p.Summary = fmt.Sprintf("Plan ready: %d tasks", len(p.Tasks))
 	}
 	return planner.Plan{Summary: p.Summary, Tasks: p.Tasks}, nil
+}
+
+// planText is a plan as the JSON object the model is asked to reply with.
+func planText(p planner.Plan) string {
+	b, err := json.Marshal(struct {
+		Summary string         `json:"summary"`
+		Tasks   []wsproto.Task `json:"tasks"`
+	}{p.Summary, p.Tasks})
+	if err != nil {
+		return p.Summary
+	}
+	return string(b)
 }
 
 func unquote(s string) string {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/coder/websocket"
 
@@ -43,18 +44,22 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 	sess := c.sess
 	switch req := req.(type) {
 	case *wsproto.Message:
-		return sess.startRun(req.Text, nil)
+		return sess.startRun(req.Text, nil, req.Adaptive)
 	case *wsproto.SolveTasks:
 		if req.Tasks == nil {
 			req.Tasks = []wsproto.Task{}
 		}
-		return sess.startRun("", req.Tasks)
+		return sess.startRun("", req.Tasks, req.Adaptive)
 	case *wsproto.Response:
 		return sess.respond(req)
 	case *wsproto.Cancel:
 		return sess.cancelRun(errUserCancel)
 	case *wsproto.CancelTask:
 		return sess.cancelTask(req.TaskID)
+	case *wsproto.RestartTask:
+		return sess.restartTask(req.TaskID)
+	case *wsproto.Replan:
+		return sess.replan(req.Feedback)
 	case *wsproto.Ack:
 		return sess.ack(req.LastSeq)
 	case *wsproto.Reconnect:
@@ -65,6 +70,9 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 
 // respond pairs a user.response with its open confirmation by step_id.
 func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
+	if e := sess.checkAdjustEdit(resp); e != nil {
+		return e
+	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	c, ok := sess.confirms[resp.StepID]
@@ -85,6 +93,11 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 				return e
 			}
 		}
+	case wsproto.ConfirmAdjust:
+		if resp.Confirmed == nil {
+			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
+				Message: `a plan_adjust confirmation needs "confirmed": true or false`}
+		}
 	case wsproto.ConfirmTaskFailed:
 		switch resp.Action {
 		case "retry", "skip", "abort":
@@ -102,6 +115,9 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 			return &wsproto.Error{Code: wsproto.CodeInvalidMessage, RefType: wsproto.EventUserResponse,
 				Message: `an input_request confirmation needs "text": the answer`}
 		}
+	}
+	if c.kind == wsproto.ConfirmInput {
+		sess.state.Answer(resp.StepID, *resp.Text) // the snapshot carries the answers given
 	}
 	sess.closeConfirmLocked(resp.StepID)
 	c.answer <- resp
@@ -136,6 +152,58 @@ func (sess *session) cancelTask(taskID string) *wsproto.Error {
 			Message: "no pending or running task has this id"}
 	}
 	return nil
+}
+
+// replan withdraws the run's open plan confirmation and sends the planner
+// back with the user's feedback (§11).
+func (sess *session) replan(feedback string) *wsproto.Error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	for id, c := range sess.confirms {
+		if c.kind == wsproto.ConfirmPlan && c.run == sess.run {
+			sess.closeConfirmLocked(id) // its step_id is answered step_id_mismatch from now on
+			c.replan <- feedback
+			return nil
+		}
+	}
+	return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReplan,
+		Message: "no plan is waiting for confirmation"}
+}
+
+// restartTask runs a finished task again (§11), with its dependents that
+// are not running.
+func (sess *session) restartTask(taskID string) *wsproto.Error {
+	sess.mu.Lock()
+	r := sess.run
+	var sched *solver.Run
+	if r != nil {
+		sched = r.sched
+	}
+	sess.mu.Unlock()
+	if sched == nil {
+		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserRestart, Message: "no run is solving"}
+	}
+	// Called without the session lock: the scheduler emits solver.restarted.
+	err := sched.RestartTask(r.ctx, taskID)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, solver.ErrUnknownTask):
+		return &wsproto.Error{Code: wsproto.CodeUnknownTask, RefType: wsproto.EventUserRestart, Message: "the run has no task with this id"}
+	case errors.Is(err, solver.ErrTaskBusy):
+		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserRestart, Message: describe(err)}
+	}
+	return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserRestart, Message: "no run is solving"}
+}
+
+// describe is a solver error as a message for the client: what it says
+// about the task, without the package prefixes of the errors it wraps.
+func describe(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": solver: "); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
 }
 
 func (sess *session) ack(lastSeq uint64) *wsproto.Error {

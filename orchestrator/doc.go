@@ -1,7 +1,8 @@
 // Package orchestrator is the only package that knows every other one. It
 // serves the WebSocket endpoint, owns sessions (creation, attachment to one
 // connection at a time, resume, expiry), runs each session's pipeline
-// (plan → confirm → solve → aggregate) on the models it is given, and turns
+// (plan → confirm → solve → aggregate, with replanning, restarts and the
+// decide step of adaptive runs) on the models it is given, and turns
 // what happens into sequenced events in the session's ring and on its
 // connection.
 //

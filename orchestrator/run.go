@@ -21,11 +21,17 @@ import (
 // the only emitter of its events besides the solver's task goroutines,
 // which it waits for.
 type run struct {
-	id      string
-	sess    *session
-	request string
-	started time.Time
-	usage   wsproto.Usage // planning's tokens; only the run's goroutine touches it
+	id       string
+	sess     *session
+	request  string
+	adaptive bool // the decide step runs after each task (§11)
+	started  time.Time
+	usage    wsproto.Usage // planning's tokens; only the run's goroutine touches it
+	// summary is the confirmed plan's, and confirmed says the user
+	// confirmed it (a user.message run: adjustments are confirmed too).
+	// Set before solving starts; read by the decide step.
+	summary   string
+	confirmed bool
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -44,8 +50,17 @@ type confirm struct {
 	stepID string
 	kind   string
 	run    *run
-	answer chan *wsproto.Response // cap 1; receives exactly one answer
+	// answer receives exactly one answer, or (plan_confirm only) replan
+	// the feedback of the user.replan that withdrew it. Both have cap 1.
+	answer chan *wsproto.Response
+	replan chan string
 }
+
+// replanned is await's error when a user.replan withdrew the plan's
+// confirmation.
+type replanned struct{ feedback string }
+
+func (replanned) Error() string { return "the user asked for a new plan" }
 
 // Causes of a run's cancellation that the client asked for.
 var (
@@ -54,8 +69,9 @@ var (
 )
 
 // startRun starts a pipeline for request, or for tasks without planning
-// when tasks is non-nil. It runs on the connection's reader goroutine.
-func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Error {
+// when tasks is non-nil; adaptive (or the server's Adaptive option) adds
+// the decide step. It runs on the connection's reader goroutine.
+func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive bool) *wsproto.Error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.run != nil {
@@ -69,7 +85,8 @@ func (sess *session) startRun(request string, tasks []wsproto.Task) *wsproto.Err
 		return &wsproto.Error{Code: wsproto.CodeInvalidMessage,
 			Message: "the request cannot be planned: " + strings.Join(probs, "; ")}
 	}
-	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now()}
+	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now(),
+		adaptive: adaptive || sess.srv.opts.Adaptive}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
 	r.logStart(tasks)
@@ -112,16 +129,24 @@ func (r *run) execute(tasks []wsproto.Task) {
 	defer r.sess.srv.runWG.Done()
 	defer r.cancel(nil)
 	summary := ""
-	if tasks == nil {
-		plan, ok := r.plan()
+	var rejected []planner.Rejection
+	for tasks == nil {
+		plan, ok := r.plan(rejected)
 		if !ok {
 			return
 		}
-		if tasks, ok = r.confirmPlan(plan.Summary, plan.Tasks); !ok {
+		var feedback *string
+		if tasks, feedback, ok = r.confirmPlan(plan.Summary, plan.Tasks); !ok {
 			return
 		}
+		if feedback != nil { // user.replan: plan again with the feedback
+			rejected = append(rejected, planner.Rejection{Plan: plan, Feedback: *feedback})
+			continue
+		}
 		summary = plan.Summary
+		r.confirmed = true
 	}
+	r.summary = summary
 	report, ok := r.solve(tasks, summary)
 	if !ok {
 		return
@@ -174,12 +199,18 @@ func (r *run) stopped() {
 // plan drafts the plan, retrying model failures and unusable plans per
 // the retry policy (§5.2): error.execution and error.recovery_started with
 // stage "plan", then plan.completed, or plan.cancelled when out of retries.
-func (r *run) plan() (planner.Plan, bool) {
+// rejected are the plans the user sent back so far (user.replan, §11).
+func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
 	opts := r.sess.srv.opts
-	r.emit(wsproto.EventPlanStart, "Planning", &wsproto.PlanStart{RunID: r.id, Request: r.request})
+	start := &wsproto.PlanStart{RunID: r.id, Request: r.request}
+	content := "Planning"
+	if k := len(rejected); k > 0 {
+		start.Feedback, content = rejected[k-1].Feedback, "Planning again"
+	}
+	r.emit(wsproto.EventPlanStart, content, start)
 	delays := opts.retryPolicy().Backoff()
 	step := 0
-	req := planner.Request{Text: r.request}
+	req := planner.Request{Text: r.request, Rejected: rejected}
 	for retry := 0; ; retry++ {
 		req.Attempt = retry + 1
 		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
@@ -231,8 +262,9 @@ func problemsText(probs []wsproto.TaskProblem) string {
 }
 
 // confirmPlan asks the user to confirm the plan and returns the tasks to
-// solve: the plan's, or the user's edit of them.
-func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task, bool) {
+// solve: the plan's, or the user's edit of them; or, when a user.replan
+// withdrew the confirmation, the user's feedback.
+func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task, *string, bool) {
 	timeout := r.sess.srv.opts.ConfirmTimeout
 	c := r.openConfirm(&wsproto.UserConfirm{
 		Kind:        wsproto.ConfirmPlan,
@@ -243,27 +275,34 @@ func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task,
 		r.finishLocked(wsproto.EventPlanCancelled, "No answer: plan cancelled",
 			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonConfirmTimeout})
 	})
-	if err != nil {
+	var again replanned
+	switch {
+	case errors.As(err, &again):
+		return nil, &again.feedback, true
+	case err != nil:
 		if err != errExpired {
 			r.stopped()
 		}
-		return nil, false
+		return nil, nil, false
 	}
 	if !*answer.Confirmed {
 		r.finish(wsproto.EventPlanCancelled, "Plan rejected",
 			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonUserReject})
-		return nil, false
+		return nil, nil, false
 	}
 	if answer.Tasks != nil {
 		tasks = answer.Tasks
 	}
-	return tasks, true
+	return tasks, nil, true
 }
 
 // openConfirm registers a confirmation and emits its agent.user_confirm in
 // one step, so no answer can arrive for a step_id the session does not know.
 func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout time.Duration) *confirm {
 	c := &confirm{stepID: confirmPrefix[meta.Kind] + uuid.NewString(), kind: meta.Kind, run: r, answer: make(chan *wsproto.Response, 1)}
+	if meta.Kind == wsproto.ConfirmPlan {
+		c.replan = make(chan string, 1)
+	}
 	meta.RunID, meta.StepID = r.id, c.stepID
 	meta.ExpiresAt = time.Now().Add(timeout).UTC()
 	r.sess.mu.Lock()
@@ -280,6 +319,7 @@ var confirmPrefix = map[string]string{
 	wsproto.ConfirmTaskFailed: "confirm_task_",
 	wsproto.ConfirmTool:       "confirm_tool_",
 	wsproto.ConfirmInput:      "confirm_input_",
+	wsproto.ConfirmAdjust:     "confirm_adjust_",
 }
 
 var errExpired = errors.New("confirmation expired")
@@ -287,7 +327,8 @@ var errExpired = errors.New("confirmation expired")
 // await waits for c's answer. When the timeout passes first it closes the
 // confirmation and calls expired with the session locked (unless an answer
 // won the race) and returns errExpired; when ctx is done first it closes
-// the confirmation and returns ctx's error.
+// the confirmation and returns ctx's error. A plan confirmation withdrawn
+// by user.replan returns a replanned error.
 func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expired func()) (*wsproto.Response, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
@@ -295,6 +336,8 @@ func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expi
 	select {
 	case a := <-c.answer:
 		return a, nil
+	case fb := <-c.replan:
+		return nil, replanned{fb}
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-t.C:
@@ -310,7 +353,12 @@ func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expi
 		return nil, err
 	}
 	r.sess.mu.Unlock()
-	return <-c.answer, nil // answered just before
+	select { // answered, or withdrawn, just before
+	case a := <-c.answer:
+		return a, nil
+	case fb := <-c.replan:
+		return nil, replanned{fb}
+	}
 }
 
 func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) {
@@ -321,6 +369,8 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 		TaskTimeout: opts.TaskTimeout,
 		Request:     r.request,
 		PlanSummary: summary,
+		Adaptive:    r.adaptive,
+		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
 	})
 	r.sess.mu.Lock()
@@ -465,9 +515,14 @@ func (e taskEvents) Cancelled(id, reason string) {
 	e.r.emit(wsproto.EventSolverCancelled, "Cancelled "+id, &wsproto.SolverCancelled{RunID: e.r.id, TaskID: id, Reason: reason})
 }
 
-func (e taskEvents) Skipped(id, dependency string) {
+func (e taskEvents) Skipped(id, reason, dependency string) {
 	e.r.emit(wsproto.EventSolverSkipped, "Skipped "+id, &wsproto.SolverSkipped{
-		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonDependencyFailed, Dependency: dependency})
+		RunID: e.r.id, TaskID: id, Reason: reason, Dependency: dependency})
+}
+
+func (e taskEvents) Restarted(id string) {
+	e.r.emit(wsproto.EventSolverRestarted, "Restarting "+id, &wsproto.SolverRestarted{
+		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonUserRestart})
 }
 
 func (e taskEvents) ToolCall(m *wsproto.ToolCall) {

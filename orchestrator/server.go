@@ -38,8 +38,12 @@ type Options struct {
 	// TaskTimeout bounds one execution of a task; longer fails as a
 	// timeout. Defaults to 2m.
 	TaskTimeout time.Duration
-	// MaxTasks is the longest task list accepted. Defaults to 50.
+	// MaxTasks is the longest task list accepted, also after an
+	// adjustment. Defaults to 50.
 	MaxTasks int
+	// Adaptive makes every run adaptive (§11), as metadata.adaptive does
+	// for one. Defaults to false.
+	Adaptive bool
 	// ReadLimit is the largest client frame in bytes; a larger one closes
 	// the connection with 1009. Defaults to 65536.
 	ReadLimit int64

@@ -73,7 +73,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	for _, req := range []string{"plan [sim:plan_fail=network*9]", "confirm me"} {
 		sess := srv.newSession()
-		if e := sess.startRun(req, nil); e != nil {
+		if e := sess.startRun(req, nil, false); e != nil {
 			t.Fatal(e.Message)
 		}
 	}

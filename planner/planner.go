@@ -1,7 +1,9 @@
 // Package planner turns a user's request into a plan: a short summary and a
-// list of tasks with dependencies. It defines the Planner interface the
-// orchestrator consumes and holds the built-in simulated planner (§9 of the
-// contract). It knows nothing of sessions, connections or events: progress
+// list of tasks with dependencies, and, in adaptive runs, decides after
+// each task whether the plan still stands (§11). It defines the Planner
+// interface the orchestrator consumes, with its optional capabilities
+// (RequestChecker, Decider), and holds the built-in simulated planner (§9
+// and §12 of the contract). It knows nothing of sessions, connections or events: progress
 // is reported through a callback, and the caller decides what it means.
 package planner
 
@@ -31,6 +33,16 @@ type Request struct {
 	Attempt int
 	// Feedback says what was wrong with the previous attempt's plan, when
 	// it was unusable, so a model can correct itself.
+	Feedback string
+	// Rejected are the plans the user sent back with user.replan, oldest
+	// first, each with the user's feedback: the new plan should answer
+	// the last one.
+	Rejected []Rejection
+}
+
+// Rejection is a plan the user sent back, and why.
+type Rejection struct {
+	Plan     Plan
 	Feedback string
 }
 
@@ -75,10 +87,11 @@ var aspects = []string{
 	"Outline the answer to",
 }
 
-// Plan implements Planner: 3 to 6 tasks chosen by a hash of the request;
-// all but the last are independent (one, in larger plans, builds on the
-// first), and the last depends on every other. [sim:plan_fail=<type>*<n>]
-// in the request makes the first n attempts fail with that type.
+// Plan implements Planner: 3 to 6 tasks chosen by a hash of the request
+// (and of the user's last feedback, when a plan was sent back); all but
+// the last are independent (one, in larger plans, builds on the first),
+// and the last depends on every other. [sim:plan_fail=<type>*<n>] in the
+// request makes the first n attempts fail with that type.
 func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, error) {
 	request := req.Text
 	if typ, n, ok := sim.PlanFail(request); ok && req.Attempt <= n {
@@ -91,6 +104,12 @@ func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, e
 	topic := sim.Topic(request, 60)
 	h := fnv.New32a()
 	h.Write([]byte(request))
+	revised := ""
+	if k := len(req.Rejected); k > 0 {
+		feedback := req.Rejected[k-1].Feedback
+		h.Write([]byte("\n" + feedback))
+		revised = fmt.Sprintf(" (revised: %s)", sim.Topic(feedback, 60))
+	}
 	n := 3 + int(h.Sum32()%4)
 
 	tasks := make([]wsproto.Task, 0, n)
@@ -127,7 +146,7 @@ func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, e
 		step(s)
 	}
 	return Plan{
-		Summary: fmt.Sprintf("Plan ready: %d tasks for %q", n, topic),
+		Summary: fmt.Sprintf("Plan ready: %d tasks for %q%s", n, topic, revised),
 		Tasks:   tasks,
 	}, nil
 }

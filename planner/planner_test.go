@@ -3,6 +3,7 @@ package planner_test
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/baton-run/baton/failure"
@@ -45,6 +46,30 @@ func TestSimPlanShape(t *testing.T) {
 	}
 }
 
+// A plan sent back is planned again with the user's feedback: another
+// plan for another feedback, the same for the same.
+func TestSimPlanWithFeedback(t *testing.T) {
+	p := &planner.Sim{}
+	plan := func(feedback ...string) planner.Plan {
+		req := planner.Request{Text: "Plan a trip to Lisbon", Attempt: 1}
+		for _, f := range feedback {
+			req.Rejected = append(req.Rejected, planner.Rejection{Feedback: f})
+		}
+		got, err := p.Plan(t.Context(), req, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first, revised := plan(), plan("fewer museums")
+	if first.Summary == revised.Summary || !strings.Contains(revised.Summary, "(revised: fewer museums)") {
+		t.Errorf("summaries %q and %q", first.Summary, revised.Summary)
+	}
+	if again := plan("something else", "fewer museums"); !reflect.DeepEqual(again, revised) {
+		t.Errorf("the last feedback decides: %+v vs %+v", again, revised)
+	}
+}
+
 func TestSimPlanFailDirective(t *testing.T) {
 	p := &planner.Sim{}
 	for attempt, wantErr := range map[int]bool{1: true, 2: true, 3: false} {
@@ -52,5 +77,44 @@ func TestSimPlanFailDirective(t *testing.T) {
 		if (err != nil) != wantErr || (err != nil && failure.Classify(err).Type != failure.Network) {
 			t.Errorf("attempt %d: %v", attempt, err)
 		}
+	}
+}
+
+func TestSimDecide(t *testing.T) {
+	done := wsproto.TaskState{Task: wsproto.Task{ID: "t1", Title: "One", DependsOn: []string{}}, Status: wsproto.TaskCompleted}
+	steered := wsproto.TaskState{Task: wsproto.Task{ID: "t2", Title: "Two", Description: "[sim:decide=synthesize]", DependsOn: []string{}},
+		Status: wsproto.TaskCompleted}
+	taken := wsproto.TaskState{Task: wsproto.Task{ID: "adj1", Title: "Taken", DependsOn: []string{}}, Status: wsproto.TaskPending}
+	tests := []struct {
+		name    string
+		request string
+		number  int
+		after   string
+		tasks   []wsproto.TaskState
+		want    planner.Decision
+	}{
+		{"no directive", "Plan", 1, "t1", []wsproto.TaskState{done}, planner.Decision{Action: "continue"}},
+		{"the request's, first decision", "Plan [sim:decide=request_input:Which city?]", 1, "t1", []wsproto.TaskState{done},
+			planner.Decision{Action: "request_input", Question: "Which city?"}},
+		{"the request's, later decision", "Plan [sim:decide=synthesize]", 2, "t1", []wsproto.TaskState{done}, planner.Decision{Action: "continue"}},
+		{"the task's wins", "Plan [sim:decide=continue]", 1, "t2", []wsproto.TaskState{done, steered}, planner.Decision{Action: "synthesize"}},
+		{"the task's, any decision", "Plan", 7, "t2", []wsproto.TaskState{done, steered}, planner.Decision{Action: "synthesize"}},
+		{"remove", "[sim:decide=adjust_plan:-t9]", 1, "t1", []wsproto.TaskState{done}, planner.Decision{Action: "adjust_plan", Remove: []string{"t9"}}},
+		{"add, with a free id", "[sim:decide=adjust_plan:+Check prices]", 1, "t1", []wsproto.TaskState{done, taken},
+			planner.Decision{Action: "adjust_plan", Add: []wsproto.Task{{ID: "adj2", Title: "Check prices",
+				Description: "Added after t1.", DependsOn: []string{"t1"}}}}},
+	}
+	p := &planner.Sim{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := p.Decide(t.Context(), planner.DecideInput{Request: tt.request, Number: tt.number, AfterTask: tt.after, Tasks: tt.tasks})
+			if err != nil || got.Reason == "" {
+				t.Fatalf("Decide: %+v, %v", got, err)
+			}
+			got.Reason = ""
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Decide = %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

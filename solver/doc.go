@@ -1,7 +1,10 @@
 // Package solver runs a plan's tasks as a DAG: a task starts when all its
 // dependencies have completed, at most MaxParallel run at once, a task that
 // does not complete takes its dependents down with it (skipped, with the
-// dependency named), and single tasks or the whole run can be cancelled.
+// dependency named), single tasks or the whole run can be cancelled, and a
+// finished task can be restarted with its dependents. In an adaptive run
+// the decide step (Events.Adapt) follows each completed task, before any
+// new task starts, and may change the task list or end the run early (§11).
 //
 // It defines the Model interface that executes one task and holds the
 // built-in simulated model (§9 of the contract). It reports what happens

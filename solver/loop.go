@@ -38,9 +38,8 @@ func decodeArgs(args json.RawMessage, v any) error {
 // model turns and tool calls until the model answers. A model error ends
 // the execution (the caller retries it); a tool's failure is its result.
 // It runs on the task's goroutine.
-func (s *scheduler) agent(ctx context.Context, in Input, progress func(float64, string)) (Result, error) {
-	i := s.index[in.Task.ID]
-	todo := s.todos[i]
+func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress func(float64, string)) (Result, error) {
+	todo := x.todo
 	specs := append(append([]tool.Spec(nil), builtinSpecs...), s.specs...)
 	msgs := []Message{{Role: RoleSystem}, {Role: RoleUser, Content: taskPrompt(in, s.opts.Loop.MaxContextBytes/4)}}
 	var usage wsproto.Usage
@@ -69,7 +68,7 @@ func (s *scheduler) agent(ctx context.Context, in Input, progress func(float64, 
 		}
 		msgs = append(msgs, Message{Role: RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
 		for _, call := range reply.ToolCalls {
-			text := s.callTool(ctx, i, in, round, call, todo)
+			text := s.callTool(ctx, x, in, round, call)
 			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, Content: text})
 			if ctx.Err() != nil {
 				return Result{Usage: usage}, ctx.Err()
@@ -83,7 +82,8 @@ func (s *scheduler) agent(ctx context.Context, in Input, progress func(float64, 
 // exactly one agent.tool_result, whatever happens (a bad name or bad
 // arguments, a refusal, a timeout, a cancel, a panic). It returns the text
 // the model sees.
-func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, call ToolCall, todo *todoList) string {
+func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round int, call ToolCall) string {
+	todo := x.todo
 	stepID := "tool_" + uuid.NewString()
 	args, aerr := call.argsObject()
 	shown := args
@@ -109,10 +109,10 @@ func (s *scheduler) callTool(ctx context.Context, i int, in Input, round int, ca
 		text, ev, err = todo.update(args)
 	case !known:
 		err = fmt.Errorf("there is no tool %q; the tools are: %s", call.Name, s.toolNames())
-	case t.Spec().Confirm && !s.confirm(ctx, i, call.Name, args):
+	case t.Spec().Confirm && !s.confirm(ctx, x, call.Name, args):
 		err = errors.New("declined by the user")
 	default:
-		text, err = s.runTool(ctx, i, t, args)
+		text, err = s.runTool(ctx, x, t, args)
 	}
 	if ctx.Err() != nil {
 		text, err = "", errors.New("cancelled")
@@ -140,7 +140,7 @@ var errToolTimeout = errors.New("tool timeout")
 // into the tool's error. Through tool.Ask the tool can wait for the user:
 // with the task's parallel slot free meanwhile, and without the wait
 // counting against the timeout.
-func (s *scheduler) runTool(ctx context.Context, i int, t tool.Tool, args json.RawMessage) (text string, err error) {
+func (s *scheduler) runTool(ctx context.Context, x execution, t tool.Tool, args json.RawMessage) (text string, err error) {
 	limit := s.opts.Loop.ToolTimeout
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -153,7 +153,7 @@ func (s *scheduler) runTool(ctx context.Context, i int, t tool.Tool, args json.R
 		defer timer.Reset(limit)
 		var answer string
 		var ok bool
-		s.waitingOnUser(actx, i, func() { answer, ok = s.events.AskUser(actx, s.tasks[i].ID, question, context) })
+		s.waitingOnUser(actx, x.index, func() { answer, ok = s.events.AskUser(actx, x.id, question, context) })
 		if !ok || actx.Err() != nil {
 			return "", false
 		}
@@ -174,9 +174,9 @@ func (s *scheduler) runTool(ctx context.Context, i int, t tool.Tool, args json.R
 
 // confirm asks the user to approve a call of a tool that changes the
 // world, with the task's parallel slot free meanwhile.
-func (s *scheduler) confirm(ctx context.Context, i int, name string, args json.RawMessage) bool {
+func (s *scheduler) confirm(ctx context.Context, x execution, name string, args json.RawMessage) bool {
 	approved := false
-	s.waitingOnUser(ctx, i, func() { approved = s.events.ConfirmTool(ctx, s.tasks[i].ID, name, args) })
+	s.waitingOnUser(ctx, x.index, func() { approved = s.events.ConfirmTool(ctx, x.id, name, args) })
 	return approved && ctx.Err() == nil
 }
 

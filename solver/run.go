@@ -15,15 +15,16 @@ import (
 )
 
 // Run is one execution of a task list. Create it with New, start it with
-// Execute; CancelTask may be called from any goroutine while it runs.
+// Execute; CancelTask and RestartTask may be called from any goroutine
+// while it runs.
 type Run struct {
-	tasks  []wsproto.Task
-	model  Model
-	events Events
-	opts   Options
+	initial []wsproto.Task
+	model   Model
+	events  Events
+	opts    Options
 
-	cancels chan cancelRequest
-	done    chan struct{} // closed when Execute returns
+	calls chan func(*scheduler) // run on Execute's goroutine
+	done  chan struct{}         // closed when Execute returns
 
 	// answersMu guards answers: what the user answered during the run,
 	// which every later prompt carries.
@@ -46,75 +47,80 @@ func (r *Run) Answers() []Answer {
 	return slices.Clone(r.answers)
 }
 
-type cancelRequest struct {
-	taskID string
-	reply  chan error
-}
-
 // New prepares a run of a task list that has passed wsproto.ValidateTasks.
 func New(tasks []wsproto.Task, model Model, events Events, opts Options) *Run {
 	opts.withDefaults()
 	return &Run{
-		tasks:   tasks,
+		initial: tasks,
 		model:   model,
 		events:  events,
 		opts:    opts,
-		cancels: make(chan cancelRequest),
+		calls:   make(chan func(*scheduler)),
 		done:    make(chan struct{}),
 	}
 }
 
-// CancelTask cancels one pending, running, retrying or undecided task; its
-// dependents are skipped. ErrUnknownTask if there is no such task, it has
-// already finished, or the run is over.
-func (r *Run) CancelTask(ctx context.Context, taskID string) error {
-	req := cancelRequest{taskID: taskID, reply: make(chan error, 1)}
-	select {
-	case r.cancels <- req:
-		return <-req.reply
-	case <-r.done:
-		return ErrUnknownTask
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Internal task states besides the wsproto ones.
-const deciding = "deciding" // gave up; waiting for Decide
+const (
+	deciding = "deciding" // gave up; waiting for Decide
+	removed  = "removed"  // taken out of the plan by an adjustment; kept so its id stays taken
+)
 
 // outcome is what a task's goroutine hands back to the scheduler.
 type outcome struct {
 	index   int
 	attempt int    // last execution number used
 	result  Result // when err == nil
-	err     error  // nil: completed; otherwise why it stopped
-	gaveUp  bool   // out of retries: ask for a decision
+	took    time.Duration
+	retried bool  // completed after at least one retry
+	err     error // nil: completed; otherwise why it stopped
+	gaveUp  bool  // out of retries: ask for a decision
 }
 
 type decided struct {
 	index    int
+	gen      int // the task's generation when the question was asked
 	decision Decision
 }
 
 var errTaskCancelled = errors.New("task cancelled by the user")
 
-// scheduler is the state Execute's goroutine owns.
+// scheduler is the state Execute's goroutine owns. The per-task slices
+// are indexed by a task's position, which never changes: an adjustment
+// appends tasks and marks removed ones, so a position handed to a task's
+// goroutine stays valid.
 type scheduler struct {
 	*Run
+	tasks    []wsproto.Task
 	status   []string
 	attempts []int                     // executions so far per task
 	waiting  []int                     // unmet dependencies per task
 	children [][]int                   // dependents per task
+	gen      []int                     // bumped when a task's open question is withdrawn
 	index    map[string]int            // task id → position
 	stops    []context.CancelCauseFunc // per running or deciding task
-	ready    []int
-	busy     int // task goroutines and Decide goroutines alive
-	running  int // tasks holding a parallel slot
+	ready    []int                     // may hold stale entries: checked when popped
+	busy     int                       // task goroutines and Decide goroutines alive
+	running  int                       // tasks holding a parallel slot
+	stopping bool                      // ctx is done: nothing new starts
 	results  map[string]string
 	errs     map[string]string
 	usage    wsproto.Usage
 	outcomes chan outcome
 	answers  chan decided
+
+	// The decide step of an adaptive run (§11): completed tasks waiting
+	// for their decision, in order; whether one is being made (no task
+	// starts meanwhile); how many were made; whether one said synthesize
+	// (no more are made). version is the plan's, retired the ids of
+	// removed tasks.
+	adaptQueue  []int
+	adapting    bool
+	decisions   int
+	synthesized bool
+	adaptations chan Adaptation
+	version     int
+	retired     []string
 
 	// The agent loop's state. todos[i] is task i's todo list, touched
 	// only by the task's goroutine (handed over through the channels that
@@ -146,48 +152,30 @@ type slotRequest struct {
 // never started stay pending.
 func (r *Run) Execute(ctx context.Context) Report {
 	defer close(r.done)
-	n := len(r.tasks)
+	n := len(r.initial)
 	s := &scheduler{
 		Run:      r,
-		status:   make([]string, n),
-		attempts: make([]int, n),
-		waiting:  make([]int, n),
-		children: make([][]int, n),
 		index:    make(map[string]int, n),
-		stops:    make([]context.CancelCauseFunc, n),
 		results:  make(map[string]string, n),
 		errs:     make(map[string]string),
-		outcomes: make(chan outcome, n),
-		answers:  make(chan decided, n),
-		todos:    make([]*todoList, n),
+		outcomes: make(chan outcome),
+		answers:  make(chan decided),
 		slots:    make(chan slotRequest),
-		holding:  make([]bool, n),
-	}
-	for i := range s.todos {
-		s.todos[i] = newTodoList(r.opts.Loop.TodoCompleteAfter, r.opts.Loop.TodoBlockAfter)
+
+		adaptations: make(chan Adaptation),
+		version:     1,
 	}
 	for _, t := range r.opts.Loop.Tools.All() {
 		s.specs = append(s.specs, t.Spec())
 	}
-	for i, t := range r.tasks {
-		s.index[t.ID] = i
-		s.status[i] = wsproto.TaskPending
+	for _, t := range r.initial {
+		s.add(t)
 	}
-	for i, t := range r.tasks {
-		s.waiting[i] = len(t.DependsOn)
-		for _, d := range t.DependsOn {
-			p := s.index[d]
-			s.children[p] = append(s.children[p], i)
-		}
-		if s.waiting[i] == 0 {
-			s.ready = append(s.ready, i)
-		}
-	}
+	s.relink()
 
-	stopping := false
 	for {
-		if !stopping && ctx.Err() != nil {
-			stopping = true
+		if !s.stopping && ctx.Err() != nil {
+			s.stopping = true
 		}
 		for len(s.resumes) > 0 && s.running < r.opts.MaxParallel {
 			req := s.resumes[0]
@@ -196,20 +184,25 @@ func (r *Run) Execute(ctx context.Context) Report {
 			s.holding[req.index] = true
 			req.grant <- struct{}{}
 		}
-		for !stopping && s.running < r.opts.MaxParallel && len(s.ready) > 0 {
+		if !s.stopping && !s.adapting && len(s.adaptQueue) > 0 {
+			s.adapt(ctx)
+		}
+		for !s.stopping && !s.adapting && s.running < r.opts.MaxParallel && len(s.ready) > 0 {
 			i := s.ready[0]
 			s.ready = s.ready[1:]
-			if s.status[i] == wsproto.TaskPending { // not skipped or cancelled while it waited
+			// Not skipped, cancelled or removed while it waited, and not
+			// waiting again for a restarted dependency.
+			if s.status[i] == wsproto.TaskPending && s.waiting[i] == 0 {
 				s.start(ctx, i)
 			}
 		}
 		view := s.snapshot()
 		s.view.Store(&view)
-		if s.busy == 0 && (stopping || len(s.ready) == 0) {
+		if s.busy == 0 && (s.stopping || len(s.ready) == 0) {
 			break
 		}
 		var stop <-chan struct{}
-		if !stopping {
+		if !s.stopping {
 			stop = ctx.Done()
 		}
 		select {
@@ -227,15 +220,85 @@ func (r *Run) Execute(ctx context.Context) Report {
 			}
 		case a := <-s.answers:
 			s.busy--
-			s.stops[a.index] = nil
-			s.decide(ctx, a)
-		case req := <-r.cancels:
-			req.reply <- s.cancel(req.taskID)
+			if a.gen == s.gen[a.index] { // not withdrawn by a cancel or a restart
+				s.stops[a.index] = nil
+				s.decide(ctx, a)
+			}
+		case a := <-s.adaptations:
+			s.adapted(a)
+		case call := <-r.calls:
+			call(s)
 		case <-stop:
-			stopping = true
+			s.stopping = true
 		}
 	}
 	return s.report()
+}
+
+// add appends a task to the scheduler's state, pending. The caller
+// relinks.
+func (s *scheduler) add(t wsproto.Task) {
+	s.index[t.ID] = len(s.tasks)
+	s.tasks = append(s.tasks, t)
+	s.status = append(s.status, wsproto.TaskPending)
+	s.attempts = append(s.attempts, 0)
+	s.waiting = append(s.waiting, 0)
+	s.children = append(s.children, nil)
+	s.gen = append(s.gen, 0)
+	s.stops = append(s.stops, nil)
+	s.todos = append(s.todos, newTodoList(s.opts.Loop.TodoCompleteAfter, s.opts.Loop.TodoBlockAfter))
+	s.holding = append(s.holding, false)
+}
+
+// relink rebuilds the dependency links and counts after the task list or
+// statuses changed (at the start, after an adjustment or a restart): a
+// pending task whose dependency failed, was skipped or was cancelled is
+// skipped; one whose dependencies have all completed is ready.
+func (s *scheduler) relink() {
+	for i := range s.children {
+		s.children[i] = s.children[i][:0]
+	}
+	for i, t := range s.tasks {
+		if s.status[i] == removed {
+			continue
+		}
+		s.waiting[i] = 0
+		for _, d := range t.DependsOn {
+			p := s.index[d]
+			s.children[p] = append(s.children[p], i)
+			if s.status[p] != wsproto.TaskCompleted {
+				s.waiting[i]++
+			}
+		}
+	}
+	for i := range s.tasks {
+		if s.status[i] != wsproto.TaskPending {
+			continue
+		}
+		if p, ok := s.blockedBy(i, nil); ok {
+			s.status[i] = wsproto.TaskSkipped
+			s.events.Skipped(s.tasks[i].ID, wsproto.ReasonDependencyFailed, s.tasks[p].ID)
+			s.skipDependents(i)
+		} else if s.waiting[i] == 0 && !slices.Contains(s.ready, i) {
+			s.ready = append(s.ready, i)
+		}
+	}
+}
+
+// blockedBy returns a dependency of task i that can no longer complete —
+// failed, skipped or cancelled — unless it is in also (which will run
+// again).
+func (s *scheduler) blockedBy(i int, also map[int]bool) (int, bool) {
+	for _, d := range s.tasks[i].DependsOn {
+		p := s.index[d]
+		switch s.status[p] {
+		case wsproto.TaskFailed, wsproto.TaskSkipped, wsproto.TaskCancelled:
+			if !also[p] {
+				return p, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // start launches task i in a goroutine of its own, which runs executions
@@ -259,9 +322,14 @@ func (s *scheduler) start(ctx context.Context, i int) {
 		in.Dependencies[d] = s.results[d]
 	}
 	first := s.attempts[i] + 1
+	x := execution{index: i, id: t.ID, todo: s.todos[i]}
+	// Reported here rather than on the task's goroutine, so that the start
+	// comes before any completion the scheduler handles after it (and so
+	// before that completion's decision, §11).
+	s.events.Started(t.ID, first)
 	go func() {
 		defer stop(nil)
-		s.outcomes <- s.execute(tctx, i, in, first)
+		s.outcomes <- s.execute(tctx, x, in, first)
 	}()
 }
 
@@ -297,25 +365,33 @@ func (s *scheduler) waitingOnUser(ctx context.Context, i int, wait func()) {
 	}
 }
 
+// execution is what a task's goroutine knows of its task: it must not
+// read the scheduler's slices, which an adjustment may grow meanwhile.
+type execution struct {
+	index int
+	id    string
+	todo  *todoList // the task's, handed over for the goroutine's life
+}
+
 // execute runs one retry budget of a task, starting at execution number
 // attempt. It runs on the task's goroutine.
-func (s *scheduler) execute(ctx context.Context, i int, in Input, attempt int) outcome {
-	id := s.tasks[i].ID
+func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt int) outcome {
+	i, id := x.index, x.id
 	delays := s.opts.Retry.Backoff()
 	for retry := 0; ; retry++ {
 		in.Attempt = attempt
-		s.events.Started(id, attempt)
+		if retry > 0 { // the first was reported by start
+			s.events.Started(id, attempt)
+		}
 		began := time.Now()
-		result, err := s.once(ctx, in)
+		result, err := s.once(ctx, x, in)
 		if ctx.Err() != nil {
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}
 		if err == nil {
-			s.events.Completed(id, attempt, result, time.Since(began))
-			if retry > 0 {
-				s.events.Recovered(id, attempt)
-			}
-			return outcome{index: i, attempt: attempt, result: result}
+			// finish reports it, in the step that also queues the
+			// decide step: no task starts in between.
+			return outcome{index: i, attempt: attempt, result: result, took: time.Since(began), retried: retry > 0}
 		}
 		class := failure.Classify(err)
 		s.events.Failed(id, attempt, class, err)
@@ -333,7 +409,7 @@ func (s *scheduler) execute(ctx context.Context, i int, in Input, attempt int) o
 }
 
 // once is one execution, bounded by the task timeout.
-func (s *scheduler) once(ctx context.Context, in Input) (Result, error) {
+func (s *scheduler) once(ctx context.Context, x execution, in Input) (Result, error) {
 	ectx := ctx
 	if s.opts.TaskTimeout > 0 {
 		var cancel context.CancelFunc
@@ -341,7 +417,7 @@ func (s *scheduler) once(ctx context.Context, in Input) (Result, error) {
 		defer cancel()
 	}
 	last := 0.0
-	result, err := s.agent(ectx, in, func(f float64, msg string) {
+	result, err := s.agent(ectx, x, in, func(f float64, msg string) {
 		if f != f { // NaN
 			f = last
 		}
@@ -362,6 +438,10 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 	s.attempts[i] = o.attempt
 	switch {
 	case o.err == nil:
+		s.events.Completed(id, o.attempt, o.result, o.took)
+		if o.retried {
+			s.events.Recovered(id, o.attempt)
+		}
 		s.status[i] = wsproto.TaskCompleted
 		s.results[id] = o.result.Text
 		s.usage = s.usage.Add(o.result.Usage)
@@ -371,15 +451,19 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 				s.ready = append(s.ready, c)
 			}
 		}
+		if s.opts.Adaptive && !s.synthesized {
+			s.adaptQueue = append(s.adaptQueue, i)
+		}
 	case o.gaveUp && ctx.Err() == nil:
 		s.status[i] = deciding
 		s.errs[id] = failure.Public(o.err)
 		s.busy++
 		dctx, stop := context.WithCancelCause(ctx)
 		s.stops[i] = stop
+		gen := s.gen[i]
 		go func() {
 			defer stop(nil)
-			s.answers <- decided{index: i, decision: s.events.Decide(dctx, id, o.err)}
+			s.answers <- decided{index: i, gen: gen, decision: s.events.Decide(dctx, id, o.err)}
 		}()
 	case ctx.Err() != nil:
 		// The whole run is stopping: its dependents stay pending rather
@@ -415,28 +499,6 @@ func (s *scheduler) decide(ctx context.Context, a decided) {
 	}
 }
 
-// cancel handles CancelTask on the scheduler's goroutine.
-func (s *scheduler) cancel(taskID string) error {
-	i, ok := s.index[taskID]
-	if !ok {
-		return ErrUnknownTask
-	}
-	switch s.status[i] {
-	case wsproto.TaskRunning:
-		s.stops[i](errTaskCancelled) // finish reports it when the goroutine returns
-		return nil
-	case deciding:
-		s.stops[i](errTaskCancelled) // closes the question; decide ignores the answer
-		fallthrough
-	case wsproto.TaskPending:
-		s.status[i] = wsproto.TaskCancelled
-		s.events.Cancelled(taskID, wsproto.ReasonUserCancelTask)
-		s.skipDependents(i)
-		return nil
-	}
-	return ErrUnknownTask
-}
-
 // skipDependents marks every pending task downstream of i skipped, breadth
 // first, naming the task it was waiting on as the dependency.
 func (s *scheduler) skipDependents(i int) {
@@ -449,20 +511,25 @@ func (s *scheduler) skipDependents(i int) {
 				continue
 			}
 			s.status[c] = wsproto.TaskSkipped
-			s.events.Skipped(s.tasks[c].ID, s.tasks[p].ID)
+			s.events.Skipped(s.tasks[c].ID, wsproto.ReasonDependencyFailed, s.tasks[p].ID)
 			queue = append(queue, c)
 		}
 	}
 }
 
+// snapshot is the task list with statuses as a client sees them: removed
+// tasks left out, a task waiting for its decision failed.
 func (s *scheduler) snapshot() []TaskStatus {
-	out := make([]TaskStatus, len(s.tasks))
+	out := make([]TaskStatus, 0, len(s.tasks))
 	for i, t := range s.tasks {
 		st := s.status[i]
-		if st == deciding {
+		switch st {
+		case removed:
+			continue
+		case deciding:
 			st = wsproto.TaskFailed
 		}
-		out[i] = TaskStatus{Task: t, Status: st}
+		out = append(out, TaskStatus{Task: t, Status: st})
 	}
 	return out
 }

@@ -33,6 +33,7 @@ type recorder struct {
 
 	approve bool                                                          // ConfirmTool's answer
 	answer  func(ctx context.Context, id, question string) (string, bool) // AskUser's; nil: no answer
+	adapt   func(ctx context.Context, in AdaptInput) Adaptation           // Adapt's; nil: continue
 }
 
 func (r *recorder) log(format string, args ...any) {
@@ -89,7 +90,28 @@ func (r *recorder) Decide(ctx context.Context, id string, _ error) Decision {
 	}
 }
 func (r *recorder) Cancelled(id, reason string) { r.log("cancelled %s %s", id, reason) }
-func (r *recorder) Skipped(id, dep string)      { r.log("skipped %s %s", id, dep) }
+func (r *recorder) Skipped(id, reason, dep string) {
+	if reason == wsproto.ReasonDependencyFailed {
+		r.log("skipped %s %s", id, dep)
+	} else {
+		r.log("skipped %s %s", id, reason)
+	}
+}
+func (r *recorder) Restarted(id string) { r.log("restarted %s", id) }
+func (r *recorder) Adapt(ctx context.Context, in AdaptInput) Adaptation {
+	r.log("adapt %d after %s", in.Number, in.AfterTask)
+	if r.adapt == nil {
+		return Adaptation{}
+	}
+	return r.adapt(ctx, in)
+}
+func (r *recorder) PlanUpdated(m *wsproto.PlanUpdated) {
+	var ids []string
+	for _, t := range m.Tasks {
+		ids = append(ids, t.ID)
+	}
+	r.log("plan v%d +%d -%v %v", m.Version, len(m.Added), m.Removed, ids)
+}
 func (r *recorder) ToolCall(m *wsproto.ToolCall) {
 	r.log("tool_call %s %d %d %s %s", m.TaskID, m.Attempt, m.Round, m.Tool, m.Arguments)
 }
@@ -424,7 +446,10 @@ func (nopEvents) Recovered(string, int)                          {}
 func (nopEvents) GaveUp(string, int, error)                      {}
 func (nopEvents) Decide(context.Context, string, error) Decision { return Skip }
 func (nopEvents) Cancelled(string, string)                       {}
-func (nopEvents) Skipped(string, string)                         {}
+func (nopEvents) Skipped(string, string, string)                 {}
+func (nopEvents) Adapt(context.Context, AdaptInput) Adaptation   { return Adaptation{} }
+func (nopEvents) PlanUpdated(*wsproto.PlanUpdated)               {}
+func (nopEvents) Restarted(string)                               {}
 func (nopEvents) ToolCall(*wsproto.ToolCall)                     {}
 func (nopEvents) ToolResult(*wsproto.ToolResult)                 {}
 func (nopEvents) TodoUpdated(*wsproto.TodoUpdated)               {}

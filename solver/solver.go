@@ -3,7 +3,6 @@ package solver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/baton-run/baton/failure"
@@ -44,11 +43,14 @@ type TaskStatus struct {
 	Status string
 }
 
-// Events receives what happens to tasks, in order for each task. Started,
-// Progress, Failed, Retrying, Recovered, GaveUp and Completed are called from
-// the task's own goroutine; Cancelled and Skipped from the scheduler's; Decide
-// from a goroutine of its own. Implementations must be safe for that, must
-// not block for long (except Decide) and must not call back into the Run.
+// Events receives what happens to tasks, in order for each task. Progress,
+// Failed, Retrying, GaveUp and Started of a retry are called from the
+// task's own goroutine; Started of a task's first execution in a budget,
+// Completed, Recovered, Cancelled, Skipped, Restarted and PlanUpdated from
+// the scheduler's; Decide and Adapt from a goroutine of their own.
+// Implementations must be safe for that and must not block for long
+// (except Decide, Adapt and the agent loop's questions). Only Adapt may
+// call back into the Run (Propose, ProposeList, AddAnswer).
 type Events interface {
 	// Started: execution number attempt (1 = first) of a task begins.
 	Started(taskID string, attempt int)
@@ -68,7 +70,22 @@ type Events interface {
 	// there is an answer or ctx is done (then the answer is ignored).
 	Decide(ctx context.Context, taskID string, err error) Decision
 	Cancelled(taskID, reason string)
-	Skipped(taskID, dependency string)
+	// Skipped: a pending task will not run, for reason dependency_failed
+	// (dependency names the task that did not complete) or synthesized.
+	Skipped(taskID, reason, dependency string)
+	// Restarted: the user asked a finished task to run again (it, or a
+	// task downstream of it); it is pending until it starts.
+	Restarted(taskID string)
+
+	// Adapt is the decide step of an adaptive run (§11), after a task
+	// completed: called one at a time, and no task starts until it
+	// returns (running ones go on). It may ask the user, check a change
+	// with Propose or ProposeList and record answers with AddAnswer. ctx
+	// is done when the run stops; what it returns then is ignored.
+	Adapt(ctx context.Context, in AdaptInput) Adaptation
+	// PlanUpdated: a change of the decide step was applied; Tasks is the
+	// whole list after it. The metadata comes without RunID.
+	PlanUpdated(m *wsproto.PlanUpdated)
 
 	// The agent loop's reports (§10), from the task's goroutine. The
 	// metadata comes without RunID, which the receiver knows.
@@ -111,6 +128,11 @@ type Options struct {
 	// Request and PlanSummary are passed on to the model.
 	Request     string
 	PlanSummary string
+	// Adaptive runs the decide step (Events.Adapt) after each task
+	// completes. Defaults to false.
+	Adaptive bool
+	// MaxTasks bounds the task list a change may make. Defaults to 50.
+	MaxTasks int
 
 	// Loop tunes each execution's agent loop.
 	Loop Loop
@@ -145,6 +167,7 @@ func (o *Options) withDefaults() {
 		}
 	}
 	def(&o.MaxParallel, 4)
+	def(&o.MaxTasks, 50)
 	l := &o.Loop
 	def(&l.MaxRounds, 8)
 	def(&l.ToolResultLimit, 16<<10)
@@ -158,10 +181,6 @@ func (o *Options) withDefaults() {
 		l.Tools = &tool.Set{}
 	}
 }
-
-// ErrUnknownTask is returned by CancelTask for a task that is not in the
-// run or has already finished.
-var ErrUnknownTask = errors.New("solver: no such task to cancel")
 
 // Report is the outcome of a run: each task's final status and the results
 // of those that completed.

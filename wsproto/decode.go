@@ -10,14 +10,22 @@ import (
 )
 
 // A Request is a decoded client frame: one of *Message, *SolveTasks,
-// *Response, *Cancel, *CancelTask, *Ack, *Reconnect.
+// *Response, *Cancel, *CancelTask, *RestartTask, *Replan, *Ack, *Reconnect.
 type Request interface{ Event() string }
 
-// Message is user.message: a request to plan and solve.
-type Message struct{ Text string }
+// Message is user.message: a request to plan and solve. Adaptive
+// (metadata.adaptive) asks for the decide step after each task (§11).
+type Message struct {
+	Text     string
+	Adaptive bool
+}
 
 // SolveTasks is user.solve_tasks: tasks to solve without planning.
-type SolveTasks struct{ Tasks []Task }
+// Adaptive is as in Message (a Baton extension for this event).
+type SolveTasks struct {
+	Tasks    []Task
+	Adaptive bool
+}
 
 // Response is user.response: the answer to an agent.user_confirm. Which of
 // Confirmed, Tasks, Action, Approved and Text matter depends on the
@@ -37,6 +45,13 @@ type Cancel struct{}
 // CancelTask is user.cancel_task.
 type CancelTask struct{ TaskID string }
 
+// RestartTask is user.restart_task.
+type RestartTask struct{ TaskID string }
+
+// Replan is user.replan: plan again, with the user's feedback on the plan
+// awaiting confirmation.
+type Replan struct{ Feedback string }
+
 // Ack is user.ack.
 type Ack struct{ LastSeq uint64 }
 
@@ -48,13 +63,15 @@ type Reconnect struct {
 	StateChecksum string
 }
 
-func (*Message) Event() string    { return EventUserMessage }
-func (*SolveTasks) Event() string { return EventUserSolve }
-func (*Response) Event() string   { return EventUserResponse }
-func (*Cancel) Event() string     { return EventUserCancel }
-func (*CancelTask) Event() string { return EventUserCancelTask }
-func (*Ack) Event() string        { return EventUserAck }
-func (*Reconnect) Event() string  { return EventUserReconnect }
+func (*Message) Event() string     { return EventUserMessage }
+func (*SolveTasks) Event() string  { return EventUserSolve }
+func (*Response) Event() string    { return EventUserResponse }
+func (*Cancel) Event() string      { return EventUserCancel }
+func (*CancelTask) Event() string  { return EventUserCancelTask }
+func (*RestartTask) Event() string { return EventUserRestart }
+func (*Replan) Event() string      { return EventUserReplan }
+func (*Ack) Event() string         { return EventUserAck }
+func (*Reconnect) Event() string   { return EventUserReconnect }
 
 // clientFrame is the envelope of a client frame. Unknown fields are ignored.
 type clientFrame struct {
@@ -106,16 +123,23 @@ func DecodeText(data []byte) (Request, *Error) {
 		if f.Content == nil || *f.Content == "" {
 			return fail(`user.message needs its text in "content"`)
 		}
-		return &Message{Text: *f.Content}, nil
-
-	case EventUserSolve:
 		var m struct {
-			Tasks []Task `json:"tasks"`
+			Adaptive bool `json:"adaptive"`
 		}
 		if e := decode(&m); e != nil {
 			return nil, e
 		}
-		return &SolveTasks{Tasks: NormalizeTasks(m.Tasks)}, nil
+		return &Message{Text: *f.Content, Adaptive: m.Adaptive}, nil
+
+	case EventUserSolve:
+		var m struct {
+			Tasks    []Task `json:"tasks"`
+			Adaptive bool   `json:"adaptive"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		return &SolveTasks{Tasks: NormalizeTasks(m.Tasks), Adaptive: m.Adaptive}, nil
 
 	case EventUserResponse:
 		var m struct {
@@ -147,7 +171,7 @@ func DecodeText(data []byte) (Request, *Error) {
 	case EventUserCancel:
 		return &Cancel{}, nil
 
-	case EventUserCancelTask:
+	case EventUserCancelTask, EventUserRestart:
 		var m struct {
 			TaskID *string `json:"task_id"`
 		}
@@ -155,9 +179,24 @@ func DecodeText(data []byte) (Request, *Error) {
 			return nil, e
 		}
 		if m.TaskID == nil || *m.TaskID == "" {
-			return fail(`user.cancel_task needs "task_id"`)
+			return fail(`%s needs "task_id"`, ev)
+		}
+		if ev == EventUserRestart {
+			return &RestartTask{TaskID: *m.TaskID}, nil
 		}
 		return &CancelTask{TaskID: *m.TaskID}, nil
+
+	case EventUserReplan:
+		var m struct {
+			Feedback *string `json:"feedback"`
+		}
+		if e := decode(&m); e != nil {
+			return nil, e
+		}
+		if m.Feedback == nil {
+			return fail(`user.replan needs "feedback": what to change in the plan`)
+		}
+		return &Replan{Feedback: *m.Feedback}, nil
 
 	case EventUserAck:
 		var m struct {

@@ -13,6 +13,9 @@ const (
 	EventPlanStepCompleted = "plan.step_completed"
 	EventPlanCompleted     = "plan.completed"
 	EventPlanCancelled     = "plan.cancelled"
+	// Adaptive runs (§11).
+	EventPlanDecision = "plan.decision"
+	EventPlanUpdated  = "plan.updated"
 
 	// Agent.
 	EventUserConfirm = "agent.user_confirm"
@@ -24,6 +27,7 @@ const (
 	EventSolverCompleted = "solver.completed"
 	EventSolverCancelled = "solver.cancelled"
 	EventSolverSkipped   = "solver.skipped"
+	EventSolverRestarted = "solver.restarted"
 
 	// Failure and recovery.
 	EventExecutionError  = "error.execution"
@@ -46,6 +50,8 @@ const (
 	EventUserResponse   = "user.response"
 	EventUserCancel     = "user.cancel"
 	EventUserCancelTask = "user.cancel_task"
+	EventUserRestart    = "user.restart_task"
+	EventUserReplan     = "user.replan"
 	EventUserAck        = "user.ack"
 	EventUserReconnect  = "user.reconnect_with_state"
 )
@@ -100,6 +106,17 @@ const (
 const (
 	ConfirmPlan       = "plan_confirm"
 	ConfirmTaskFailed = "task_failed"
+	// ConfirmAdjust asks the user to approve an adjustment of the plan
+	// (§11); answered {confirmed, tasks?} like ConfirmPlan.
+	ConfirmAdjust = "plan_adjust"
+)
+
+// Actions of plan.decision (§11).
+const (
+	ActionContinue     = "continue"
+	ActionAdjustPlan   = "adjust_plan"
+	ActionRequestInput = "request_input"
+	ActionSynthesize   = "synthesize"
 )
 
 // Reasons carried by *.cancelled and solver.skipped events.
@@ -112,6 +129,8 @@ const (
 	ReasonUserCancelTask    = "user_cancel_task"
 	ReasonPipelineCancelled = "pipeline_cancelled"
 	ReasonDependencyFailed  = "dependency_failed"
+	ReasonUserRestart       = "user_restart"
+	ReasonSynthesized       = "synthesized"
 )
 
 // Run statuses of pipeline.completed.

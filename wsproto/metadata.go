@@ -43,10 +43,12 @@ type Snapshot struct {
 	Run           *RunState `json:"run"`
 }
 
-// PlanStart is the metadata of plan.start.
+// PlanStart is the metadata of plan.start. Feedback is the user's, when
+// a user.replan sent the planner back.
 type PlanStart struct {
-	RunID   string `json:"run_id"`
-	Request string `json:"request"`
+	RunID    string `json:"run_id"`
+	Request  string `json:"request"`
+	Feedback string `json:"feedback,omitempty"`
 }
 
 // PlanStep is the metadata of plan.step_completed.
@@ -63,6 +65,30 @@ type PlanCompleted struct {
 	Tasks       []Task `json:"tasks"`
 }
 
+// PlanDecision is the metadata of plan.decision: what the decide step of
+// an adaptive run chose after a task completed. Details are the problems
+// of an adjustment the model proposed and Baton refused (the action is
+// then continue).
+type PlanDecision struct {
+	RunID     string        `json:"run_id"`
+	AfterTask string        `json:"after_task"`
+	Action    string        `json:"action"`
+	Reason    string        `json:"reason"`
+	Details   []TaskProblem `json:"details,omitempty"`
+}
+
+// PlanUpdated is the metadata of plan.updated: an adjustment applied.
+// Tasks is the whole list after it; Version counts from 1, the confirmed
+// plan.
+type PlanUpdated struct {
+	RunID   string   `json:"run_id"`
+	Version int      `json:"version"`
+	Added   []Task   `json:"added"`
+	Removed []string `json:"removed"`
+	Tasks   []Task   `json:"tasks"`
+	Reason  string   `json:"reason"`
+}
+
 // PlanCancelled is the metadata of plan.cancelled.
 type PlanCancelled struct {
 	RunID  string `json:"run_id"`
@@ -71,7 +97,8 @@ type PlanCancelled struct {
 }
 
 // UserConfirm is the metadata of agent.user_confirm. Kind plan_confirm
-// carries PlanSummary and Tasks; task_failed TaskID and Options;
+// carries PlanSummary and Tasks; plan_adjust Added, Removed and Tasks (the
+// whole list after the change); task_failed TaskID and Options;
 // tool_confirm TaskID, Tool and Arguments; input_request Question,
 // Context and (from a task's ask_user) TaskID.
 type UserConfirm struct {
@@ -79,6 +106,8 @@ type UserConfirm struct {
 	StepID      string          `json:"step_id"`
 	Kind        string          `json:"kind"`
 	PlanSummary string          `json:"plan_summary,omitempty"`
+	Added       []Task          `json:"added,omitzero"`   // [] when empty, for plan_adjust
+	Removed     []string        `json:"removed,omitzero"` // likewise
 	Tasks       []Task          `json:"tasks,omitempty"`
 	TaskID      string          `json:"task_id,omitempty"`
 	Options     []string        `json:"options,omitempty"`
@@ -135,12 +164,22 @@ type SolverCancelled struct {
 	Reason string `json:"reason"`
 }
 
-// SolverSkipped is the metadata of solver.skipped.
+// SolverSkipped is the metadata of solver.skipped. Dependency names the
+// task that failed for reason dependency_failed; it is absent for reason
+// synthesized.
 type SolverSkipped struct {
 	RunID      string `json:"run_id"`
 	TaskID     string `json:"task_id"`
 	Reason     string `json:"reason"`
-	Dependency string `json:"dependency"`
+	Dependency string `json:"dependency,omitempty"`
+}
+
+// SolverRestarted is the metadata of solver.restarted: a finished task
+// will run again (reason user_restart).
+type SolverRestarted struct {
+	RunID  string `json:"run_id"`
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
 }
 
 // ExecutionError is the metadata of error.execution. TaskID is empty and

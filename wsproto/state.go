@@ -7,12 +7,31 @@ import (
 
 // RunState is the state of one run as a client sees it (§6).
 type RunState struct {
-	RunID          string        `json:"run_id"`
-	Request        string        `json:"request"`
-	PlanSummary    string        `json:"plan_summary"`
+	RunID       string `json:"run_id"`
+	Request     string `json:"request"`
+	PlanSummary string `json:"plan_summary"`
+	// PlanVersion is the plan's version (§11): 0 while planning, 1 from
+	// plan.completed (or a user.solve_tasks run's start), then each
+	// plan.updated's.
+	PlanVersion    int           `json:"plan_version"`
 	Tasks          []TaskState   `json:"tasks"`
 	PendingConfirm []UserConfirm `json:"pending_confirm"`
-	FinalAnswer    *string       `json:"final_answer"`
+	// Answers are the user's answers to the run's questions
+	// (input_request), oldest first.
+	Answers []AnswerState `json:"answers"`
+	// LastDecision is the decide step's latest plan.decision, nil before
+	// the first (and in runs that are not adaptive).
+	LastDecision *PlanDecision `json:"last_decision"`
+	FinalAnswer  *string       `json:"final_answer"`
+}
+
+// AnswerState is a question of the run and the user's answer. TaskID is
+// the task that asked (empty for the decide step's questions).
+type AnswerState struct {
+	StepID   string `json:"step_id"`
+	TaskID   string `json:"task_id,omitempty"`
+	Question string `json:"question"`
+	Text     string `json:"text"`
 }
 
 // TaskState is one task of a run with its progress.
@@ -54,6 +73,7 @@ func (s *State) BeginSolving(runID, request string, tasks []Task) {
 		s.Run = newRun(runID, request)
 	}
 	s.Run.Tasks = taskStates(tasks)
+	s.Run.PlanVersion = 1
 	s.Run.PendingConfirm = dropConfirms(s.Run.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmPlan })
 	s.Phase = PhaseSolving
 }
@@ -71,6 +91,31 @@ func (s *State) Apply(event string, meta any) {
 		if r := s.run(m.RunID); r != nil {
 			r.PlanSummary = m.PlanSummary
 			r.Tasks = taskStates(m.Tasks)
+			r.PlanVersion = 1
+		}
+	case PlanDecision:
+		if r := s.run(m.RunID); r != nil {
+			r.LastDecision = &m
+		}
+	case PlanUpdated:
+		// The whole list after the adjustment: tasks the run had keep
+		// where they stand, new ones are pending. The adjustment's
+		// confirmation, if it had one, is settled.
+		if r := s.run(m.RunID); r != nil {
+			had := make(map[string]TaskState, len(r.Tasks))
+			for _, t := range r.Tasks {
+				had[t.ID] = t
+			}
+			tasks := make([]TaskState, len(m.Tasks))
+			for i, t := range m.Tasks {
+				if old, ok := had[t.ID]; ok {
+					tasks[i] = old
+				} else {
+					tasks[i] = TaskState{Task: t, Status: TaskPending}
+				}
+			}
+			r.Tasks, r.PlanVersion = tasks, m.Version
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmAdjust })
 		}
 	case UserConfirm:
 		if r := s.run(m.RunID); r != nil {
@@ -87,6 +132,7 @@ func (s *State) Apply(event string, meta any) {
 			// A user.solve_tasks run: its first event is a solver.start.
 			s.Run = newRun(m.RunID, "")
 			r = s.Run
+			r.PlanVersion = 1
 		}
 		if s.Phase != PhaseSolving {
 			s.Phase = PhaseSolving
@@ -118,6 +164,16 @@ func (s *State) Apply(event string, meta any) {
 	case SolverSkipped:
 		if t := s.task(m.RunID, m.TaskID); t != nil {
 			t.Status = TaskSkipped
+		}
+	case SolverRestarted:
+		// The task waits to run again: its result and error are gone, its
+		// attempt count and todo list carry on, and a question it had
+		// open is withdrawn.
+		if r := s.run(m.RunID); r != nil {
+			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.TaskID == m.TaskID })
+			if t := r.task(m.TaskID); t != nil {
+				t.Status, t.Result, t.Error = TaskPending, "", ""
+			}
 		}
 	case ExecutionError:
 		if t := s.task(m.RunID, m.TaskID); t != nil {
@@ -221,7 +277,7 @@ func (r *RunState) task(id string) *TaskState {
 }
 
 func newRun(runID, request string) *RunState {
-	return &RunState{RunID: runID, Request: request, Tasks: []TaskState{}, PendingConfirm: []UserConfirm{}}
+	return &RunState{RunID: runID, Request: request, Tasks: []TaskState{}, PendingConfirm: []UserConfirm{}, Answers: []AnswerState{}}
 }
 
 func taskStates(tasks []Task) []TaskState {
@@ -252,6 +308,10 @@ func deref(v any) any {
 		return *m
 	case *PlanCancelled:
 		return *m
+	case *PlanDecision:
+		return *m
+	case *PlanUpdated:
+		return *m
 	case *SolverStart:
 		return *m
 	case *SolverCompleted:
@@ -259,6 +319,8 @@ func deref(v any) any {
 	case *SolverCancelled:
 		return *m
 	case *SolverSkipped:
+		return *m
+	case *SolverRestarted:
 		return *m
 	case *ExecutionError:
 		return *m
@@ -301,6 +363,10 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		v = new(PlanCompleted)
 	case EventPlanCancelled:
 		v = new(PlanCancelled)
+	case EventPlanDecision:
+		v = new(PlanDecision)
+	case EventPlanUpdated:
+		v = new(PlanUpdated)
 	case EventUserConfirm:
 		v = new(UserConfirm)
 	case EventFinalAnswer:
@@ -315,6 +381,8 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		v = new(SolverCancelled)
 	case EventSolverSkipped:
 		v = new(SolverSkipped)
+	case EventSolverRestarted:
+		v = new(SolverRestarted)
 	case EventExecutionError:
 		v = new(ExecutionError)
 	case EventRecoveryStarted:
@@ -350,6 +418,22 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		return nil, fmt.Errorf("decode %s metadata: %w", event, err)
 	}
 	return v, nil
+}
+
+// Answer records the user's answer to an open input_request and closes
+// it; for any other confirmation it is CloseConfirm. No event carries the
+// answer: the server calls it when the answer arrives, and a client that
+// keeps its own state calls it when it sends one.
+func (s *State) Answer(stepID, text string) {
+	if s.Run == nil {
+		return
+	}
+	for _, c := range s.Run.PendingConfirm {
+		if c.StepID == stepID && c.Kind == ConfirmInput {
+			s.Run.Answers = append(s.Run.Answers, AnswerState{StepID: stepID, TaskID: c.TaskID, Question: c.Question, Text: text})
+		}
+	}
+	s.CloseConfirm(stepID)
 }
 
 // CloseConfirm removes an open confirmation from pending_confirm once it is

@@ -22,6 +22,8 @@ func TestDecodeText(t *testing.T) {
 		refType string
 	}{
 		{"message", `{"event":"user.message","content":"hi"}`, &wsproto.Message{Text: "hi"}, "", ""},
+		{"adaptive message", `{"event":"user.message","content":"hi","metadata":{"adaptive":true}}`, &wsproto.Message{Text: "hi", Adaptive: true}, "", ""},
+		{"adaptive not a bool", `{"event":"user.message","content":"hi","metadata":{"adaptive":"yes"}}`, nil, "invalid_message", "user.message"},
 		{"solve tasks, depends_on defaulted", `{"event":"user.solve_tasks","metadata":{"tasks":[{"id":"a","title":"A"}]}}`,
 			&wsproto.SolveTasks{Tasks: []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}}}, "", ""},
 		{"response, top-level step_id", `{"event":"user.response","step_id":"s1","metadata":{"confirmed":true}}`,
@@ -30,6 +32,8 @@ func TestDecodeText(t *testing.T) {
 			&wsproto.Response{StepID: "s1", Action: "skip"}, "", ""},
 		{"cancel, null metadata", `{"event":"user.cancel","metadata":null}`, &wsproto.Cancel{}, "", ""},
 		{"cancel task", `{"event":"user.cancel_task","metadata":{"task_id":"a"}}`, &wsproto.CancelTask{TaskID: "a"}, "", ""},
+		{"replan", `{"event":"user.replan","metadata":{"feedback":"fewer tasks"}}`, &wsproto.Replan{Feedback: "fewer tasks"}, "", ""},
+		{"restart task", `{"event":"user.restart_task","metadata":{"task_id":"a"}}`, &wsproto.RestartTask{TaskID: "a"}, "", ""},
 		{"ack", `{"event":"user.ack","metadata":{"last_seq":7}}`, &wsproto.Ack{LastSeq: 7}, "", ""},
 		{"reconnect", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","resume_token":"t","last_seq":3,"state_checksum":"c"}}`,
 			&wsproto.Reconnect{SessionID: "s", ResumeToken: "t", LastSeq: 3, StateChecksum: "c"}, "", ""},
@@ -56,6 +60,9 @@ func TestDecodeText(t *testing.T) {
 		{"confirmed not a bool", `{"event":"user.response","step_id":"s","metadata":{"confirmed":"yes"}}`, nil, "invalid_message", "user.response"},
 		{"reconnect without token", `{"event":"user.reconnect_with_state","metadata":{"session_id":"s","last_seq":0}}`, nil, "invalid_message", "user.reconnect_with_state"},
 		{"cancel task without id", `{"event":"user.cancel_task","metadata":{}}`, nil, "invalid_message", "user.cancel_task"},
+		{"replan without feedback", `{"event":"user.replan","metadata":{}}`, nil, "invalid_message", "user.replan"},
+		{"replan feedback not a string", `{"event":"user.replan","metadata":{"feedback":3}}`, nil, "invalid_message", "user.replan"},
+		{"restart task without id", `{"event":"user.restart_task","metadata":{"task_id":""}}`, nil, "invalid_message", "user.restart_task"},
 		{"unknown event", `{"event":"user.dance"}`, nil, "unknown_type", "user.dance"},
 	}
 	for _, tt := range tests {
@@ -278,6 +285,20 @@ func TestStateReducer(t *testing.T) {
 	}
 }
 
+// solver.restarted puts a finished task back to pending: its result and
+// error go, its attempt count stays, and its open question is withdrawn.
+func TestStateRestarted(t *testing.T) {
+	var s wsproto.State
+	s.BeginSolving("r", "", []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}})
+	s.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "r", TaskID: "a", Attempt: 1})
+	s.Apply(wsproto.EventExecutionError, &wsproto.ExecutionError{RunID: "r", TaskID: "a", Attempt: 1, Message: "boom"})
+	s.Apply(wsproto.EventUserConfirm, &wsproto.UserConfirm{RunID: "r", StepID: "q", Kind: wsproto.ConfirmTaskFailed, TaskID: "a"})
+	s.Apply(wsproto.EventSolverRestarted, &wsproto.SolverRestarted{RunID: "r", TaskID: "a", Reason: wsproto.ReasonUserRestart})
+	if a := s.Run.Tasks[0]; a.Status != wsproto.TaskPending || a.Error != "" || a.Attempt != 1 || len(s.Run.PendingConfirm) != 0 {
+		t.Errorf("after solver.restarted: %+v, pending %v", a, s.Run.PendingConfirm)
+	}
+}
+
 // A solver.start of an unknown run begins it: that is how a
 // user.solve_tasks run, which has no plan events, first shows.
 func TestSolveTasksRunBeginsAtSolverStart(t *testing.T) {
@@ -287,5 +308,129 @@ func TestSolveTasksRunBeginsAtSolverStart(t *testing.T) {
 	s.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "new", TaskID: "a", Attempt: 1})
 	if s.Run.RunID != "new" || s.Phase != wsproto.PhaseSolving {
 		t.Errorf("run %+v phase %s", s.Run, s.Phase)
+	}
+}
+
+func TestValidateAdjustment(t *testing.T) {
+	run := []wsproto.TaskState{
+		{Task: wsproto.Task{ID: "a", Title: "A", DependsOn: []string{}}, Status: wsproto.TaskCompleted},
+		{Task: wsproto.Task{ID: "b", Title: "B", DependsOn: []string{}}, Status: wsproto.TaskRunning},
+		{Task: wsproto.Task{ID: "c", Title: "C", DependsOn: []string{"a"}}, Status: wsproto.TaskPending},
+		{Task: wsproto.Task{ID: "d", Title: "D", DependsOn: []string{"c"}}, Status: wsproto.TaskPending},
+	}
+	task := func(id string, deps ...string) wsproto.Task {
+		return wsproto.Task{ID: id, Title: "T " + id, DependsOn: append([]string{}, deps...)}
+	}
+	tests := []struct {
+		name   string
+		add    []wsproto.Task
+		remove []string
+		max    int
+		ids    []string // the list after, when valid
+		codes  []string // the problems' codes, when not
+	}{
+		{name: "add after a completed task", add: []wsproto.Task{task("e", "a")}, ids: []string{"a", "b", "c", "d", "e"}},
+		{name: "remove a pending task and its pending dependent", remove: []string{"d", "c"}, ids: []string{"a", "b"}},
+		{name: "nothing", codes: []string{"no_change"}},
+		{name: "remove a running task", remove: []string{"b"}, codes: []string{"not_pending"}},
+		{name: "remove a completed task", remove: []string{"a"}, codes: []string{"not_pending"}},
+		{name: "remove an unknown task", remove: []string{"z"}, codes: []string{"unknown_task"}},
+		{name: "remove a task another depends on", remove: []string{"c"}, codes: []string{"unknown_dependency"}},
+		{name: "an id the run has", add: []wsproto.Task{task("a")}, codes: []string{"duplicate_id"}},
+		{name: "an id retired earlier", add: []wsproto.Task{task("gone")}, codes: []string{"duplicate_id"}},
+		{name: "an id removed in the same change", add: []wsproto.Task{task("d", "c")}, remove: []string{"d"}, codes: []string{"duplicate_id"}},
+		{name: "a dependency that does not exist", add: []wsproto.Task{task("e", "nope")}, codes: []string{"unknown_dependency"}},
+		{name: "a cycle among added tasks", add: []wsproto.Task{task("e", "f"), task("f", "e")}, codes: []string{"cycle"}},
+		{name: "an empty title", add: []wsproto.Task{{ID: "e"}}, codes: []string{"empty_title"}},
+		{name: "too many", add: []wsproto.Task{task("e")}, max: 4, codes: []string{"too_many"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			after, probs := wsproto.ValidateAdjustment(run, []string{"gone"}, tt.add, tt.remove, tt.max)
+			var codes, ids []string
+			for _, p := range probs {
+				codes = append(codes, p.Code)
+				if p.Message == "" {
+					t.Errorf("problem without a message: %+v", p)
+				}
+			}
+			for _, task := range after {
+				ids = append(ids, task.ID)
+			}
+			if !reflect.DeepEqual(codes, tt.codes) || !reflect.DeepEqual(ids, tt.ids) {
+				t.Errorf("codes %v ids %v, want codes %v ids %v (%+v)", codes, ids, tt.codes, tt.ids, probs)
+			}
+		})
+	}
+}
+
+func TestDiffTasks(t *testing.T) {
+	run := []wsproto.TaskState{
+		{Task: wsproto.Task{ID: "a", Title: "A", DependsOn: []string{}}, Status: wsproto.TaskCompleted},
+		{Task: wsproto.Task{ID: "b", Title: "B", DependsOn: []string{"a"}}, Status: wsproto.TaskPending},
+	}
+	tests := []struct {
+		name   string
+		edited []wsproto.Task
+		add    []string
+		remove []string
+		codes  []string
+	}{
+		{name: "add one, leave one out", edited: []wsproto.Task{run[0].Task, {ID: "c", Title: "C"}}, add: []string{"c"}, remove: []string{"b"}},
+		{name: "unchanged", edited: []wsproto.Task{run[0].Task, run[1].Task}},
+		{name: "a task changed", edited: []wsproto.Task{{ID: "a", Title: "Other", DependsOn: []string{}}, run[1].Task}, codes: []string{"task_changed"}},
+		{name: "an id twice", edited: []wsproto.Task{run[0].Task, run[0].Task, run[1].Task}, codes: []string{"duplicate_id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			add, remove, probs := wsproto.DiffTasks(run, tt.edited)
+			var addIDs, codes []string
+			for _, a := range add {
+				addIDs = append(addIDs, a.ID)
+			}
+			for _, p := range probs {
+				codes = append(codes, p.Code)
+			}
+			if !reflect.DeepEqual(addIDs, tt.add) || !reflect.DeepEqual(remove, tt.remove) || !reflect.DeepEqual(codes, tt.codes) {
+				t.Errorf("add %v remove %v problems %v; want %v %v %v", addIDs, remove, codes, tt.add, tt.remove, tt.codes)
+			}
+		})
+	}
+}
+
+// The adaptive events fold into the state: the decision is kept, an
+// update replaces the list (tasks the run had keep their state) and its
+// version, and settles the plan_adjust confirmation.
+func TestStateAdaptive(t *testing.T) {
+	var s wsproto.State
+	tasks := []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}, {ID: "b", Title: "B", DependsOn: []string{}}}
+	s.Apply(wsproto.EventPlanStart, &wsproto.PlanStart{RunID: "r", Request: "q"})
+	if s.Run.PlanVersion != 0 {
+		t.Errorf("version while planning %d", s.Run.PlanVersion)
+	}
+	s.Apply(wsproto.EventPlanCompleted, &wsproto.PlanCompleted{RunID: "r", Tasks: tasks})
+	s.BeginSolving("r", "q", tasks)
+	s.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "r", TaskID: "a", Attempt: 1})
+	s.Apply(wsproto.EventSolverCompleted, &wsproto.SolverCompleted{RunID: "r", TaskID: "a", Attempt: 1, Result: "ra"})
+	s.Apply(wsproto.EventPlanDecision, &wsproto.PlanDecision{RunID: "r", AfterTask: "a", Action: wsproto.ActionAdjustPlan, Reason: "why"})
+	s.Apply(wsproto.EventUserConfirm, &wsproto.UserConfirm{RunID: "r", StepID: "s", Kind: wsproto.ConfirmAdjust})
+	if s.Run.PlanVersion != 1 || s.Run.LastDecision == nil || s.Run.LastDecision.Action != "adjust_plan" || s.Phase != wsproto.PhaseSolving {
+		t.Fatalf("before the update: %s %+v", s.Phase, s.Run)
+	}
+	c := wsproto.Task{ID: "c", Title: "C", DependsOn: []string{"a"}}
+	s.Apply(wsproto.EventPlanUpdated, &wsproto.PlanUpdated{RunID: "r", Version: 2, Added: []wsproto.Task{c},
+		Removed: []string{"b"}, Tasks: []wsproto.Task{tasks[0], c}})
+	if r := s.Run; r.PlanVersion != 2 || len(r.Tasks) != 2 || r.Tasks[0].Result != "ra" || r.Tasks[1].ID != "c" ||
+		r.Tasks[1].Status != wsproto.TaskPending || len(r.PendingConfirm) != 0 {
+		t.Errorf("after the update: %+v", r)
+	}
+
+	// A plan_adjust confirmation carries added and removed as arrays, even empty.
+	b, _ := json.Marshal(&wsproto.UserConfirm{Kind: wsproto.ConfirmAdjust, Added: []wsproto.Task{c}, Removed: []string{}})
+	if !strings.Contains(string(b), `"removed":[]`) || !strings.Contains(string(b), `"added":[{`) {
+		t.Errorf("plan_adjust %s", b)
+	}
+	if b, _ := json.Marshal(&wsproto.UserConfirm{Kind: wsproto.ConfirmPlan}); strings.Contains(string(b), "removed") {
+		t.Errorf("plan_confirm %s", b)
 	}
 }

@@ -61,29 +61,43 @@ type config struct {
 	hold       time.Duration
 }
 
+// workload is a run to start: a request to plan, or tasks to solve.
+type workload struct {
+	request  string
+	tasks    []wsproto.Task
+	adaptive bool // the decide step after each task (§11)
+}
+
 // workloads are the kinds of run a session can start.
-var workloads = map[string]func(rng *rand.Rand) (request string, tasks []wsproto.Task){
+var workloads = map[string]func(rng *rand.Rand) workload{
 	// plan: a request planned by the model and confirmed.
-	"plan": func(rng *rand.Rand) (string, []wsproto.Task) {
-		return fmt.Sprintf("Load request %d", rng.IntN(1000)), nil
+	"plan": func(rng *rand.Rand) workload {
+		return workload{request: fmt.Sprintf("Load request %d", rng.IntN(1000))}
 	},
 	// tasks: a diamond of client-supplied tasks.
-	"tasks": func(*rand.Rand) (string, []wsproto.Task) {
-		return "", []wsproto.Task{task("a", ""), task("b", ""), task("c", "", "a", "b"), task("d", "", "c")}
+	"tasks": func(*rand.Rand) workload {
+		return workload{tasks: []wsproto.Task{task("a", ""), task("b", ""), task("c", "", "a", "b"), task("d", "", "c")}}
 	},
 	// flaky: a task that fails once with a network error and recovers.
-	"flaky": func(*rand.Rand) (string, []wsproto.Task) {
-		return "", []wsproto.Task{task("a", "[sim:fail=network*1]"), task("b", "", "a")}
+	"flaky": func(*rand.Rand) workload {
+		return workload{tasks: []wsproto.Task{task("a", "[sim:fail=network*1]"), task("b", "", "a")}}
 	},
 	// agent: tasks whose agent loop asks the user (answered by the tool)
 	// and calls a tool with bad arguments (a failed result, not a failed task).
-	"agent": func(*rand.Rand) (string, []wsproto.Task) {
-		return "", []wsproto.Task{task("a", "[sim:ask=Which option?]"), task("b", `[sim:tool=todo_update {"id":"none","status":"completed"}]`),
-			task("c", "", "a", "b")}
+	"agent": func(*rand.Rand) workload {
+		return workload{tasks: []wsproto.Task{task("a", "[sim:ask=Which option?]"),
+			task("b", `[sim:tool=todo_update {"id":"none","status":"completed"}]`), task("c", "", "a", "b")}}
 	},
 	// failing: a permanent failure; the tool answers skip, the run ends partial.
-	"failing": func(*rand.Rand) (string, []wsproto.Task) {
-		return "", []wsproto.Task{task("a", "[sim:fail=permanent*1]"), task("b", "", "a"), task("c", "")}
+	"failing": func(*rand.Rand) workload {
+		return workload{tasks: []wsproto.Task{task("a", "[sim:fail=permanent*1]"), task("b", "", "a"), task("c", "")}}
+	},
+	// adaptive: a planned run with the decide step, whose first decision
+	// asks the user (the tool answers), grows the plan by a task (the tool
+	// approves), synthesizes or continues.
+	"adaptive": func(rng *rand.Rand) workload {
+		decide := []string{"request_input:Which option?", "adjust_plan:+Double-check", "synthesize", "continue"}[rng.IntN(4)]
+		return workload{request: fmt.Sprintf("Adaptive request %d [sim:decide=%s]", rng.IntN(1000), decide), adaptive: true}
 	},
 }
 
@@ -105,7 +119,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 0, "stop starting runs after this long (0: run -runs runs)")
 	fs.Float64Var(&c.dropRate, "drop-rate", 0, "random connection kills per session per minute")
 	fs.IntVar(&c.ackEvery, "ack-every", 20, "ack after this many events (0: never)")
-	mix := fs.String("mix", "plan=1,tasks=2,flaky=1,failing=1,agent=1", "weights of the run kinds: plan, tasks, flaky, failing, agent")
+	mix := fs.String("mix", "plan=1,tasks=2,flaky=1,failing=1,agent=1,adaptive=1", "weights of the run kinds: plan, tasks, flaky, failing, agent, adaptive")
 	fs.DurationVar(&c.runTimeout, "run-timeout", 2*time.Minute, "a run not ended by then is a violation")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
@@ -304,7 +318,7 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		case wsproto.ConfirmInput:
 			return &client.Answer{Text: &text}
 		}
-		return &client.Answer{Confirmed: &yes}
+		return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
 	}
 	url := cfg.urls[i%len(cfg.urls)]
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -356,15 +370,18 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		if !deadline.IsZero() && time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
-		request, tasks := workloads[kinds[rng.IntN(len(kinds))]](rng)
+		w := workloads[kinds[rng.IntN(len(kinds))]](rng)
 		rctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
 		// Start the run; a start lost with a dropped connection is sent again.
 		for {
 			var serr error
-			if tasks != nil {
-				serr = cl.SolveTasks(rctx, tasks)
-			} else {
-				serr = cl.Message(rctx, request)
+			switch {
+			case w.tasks != nil:
+				serr = cl.SolveTasks(rctx, w.tasks)
+			case w.adaptive:
+				serr = cl.MessageAdaptive(rctx, w.request)
+			default:
+				serr = cl.Message(rctx, w.request)
 			}
 			if errors.Is(serr, client.ErrClosed) {
 				cancel()

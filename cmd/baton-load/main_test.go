@@ -18,7 +18,6 @@ import (
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
-	"github.com/baton-run/baton/wsproto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,6 +62,25 @@ func TestLoadWithDrops(t *testing.T) {
 		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
 }
 
+// TestLoadAdaptive: adaptive runs only — questions and plan adjustments
+// the tool answers itself — with drops, and not one violation.
+func TestLoadAdaptive(t *testing.T) {
+	url := baton(t)
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"-url", url, "-sessions", "12", "-runs", "4", "-ramp", "100ms", "-mix", "adaptive=1",
+		"-drop-rate", "240", "-ack-every", "5", "-json", "-quiet", "-seed", "3"}, &out, &errOut)
+	var rep Report
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+		t.Fatalf("report: %v\n%s\n%s", jerr, out.String(), errOut.String())
+	}
+	if err != nil || rep.ViolationsNum != 0 {
+		t.Fatalf("run: %v; violations %v", err, rep.Violations)
+	}
+	if rep.Runs != 12*4 || rep.Drops == 0 || rep.Resumes == 0 {
+		t.Errorf("report %+v: want 48 runs, drops and resumes", rep)
+	}
+}
+
 // TestLoadReportsViolations: the tool must fail when something is wrong.
 func TestLoadReportsViolations(t *testing.T) {
 	url := baton(t)
@@ -74,7 +92,7 @@ func TestLoadReportsViolations(t *testing.T) {
 	}
 	// A directive that makes planning fail for good: the runs end in
 	// plan.cancelled, which the tool must count as violations.
-	workloads["broken"] = func(*rand.Rand) (string, []wsproto.Task) { return "x [sim:plan_fail=permanent*1]", nil }
+	workloads["broken"] = func(*rand.Rand) workload { return workload{request: "x [sim:plan_fail=permanent*1]"} }
 	defer delete(workloads, "broken")
 	out.Reset()
 	err = run(t.Context(), []string{"-url", url, "-sessions", "2", "-runs", "1", "-mix", "broken=1", "-json", "-quiet"}, &out, io.Discard)

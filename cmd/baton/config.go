@@ -81,6 +81,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
 	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
+	fs.BoolVar(&o.Adaptive, "adaptive", false, "make every run adaptive: decide after each task whether to continue, adjust the plan, ask the user or synthesize")
 	fs.Int64Var(&o.ReadLimit, "read-limit", 65536, "largest client frame in bytes (larger closes with 1009)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 150*time.Millisecond, "pace of the simulated model's steps (0 for load tests)")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated Origin host patterns allowed besides the server's own host (path.Match syntax, port included: app.example.com, localhost:*)")
@@ -232,6 +233,12 @@ func (v *reported) Set(s string) error {
 	return err
 }
 
+// IsBoolFlag keeps a boolean flag (--adaptive) usable without a value.
+func (v *reported) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
 // String serves the flag package's zero-value probe, which calls it on a
 // reported with no Value.
 func (v *reported) String() string {
@@ -249,6 +256,8 @@ func notParsed(src, value string, v flag.Value, err error) error {
 		return fmt.Errorf("%s: %q is not a duration (use 30s, 5m)", src, value)
 	case "int":
 		return fmt.Errorf("%s: %q is not a whole number", src, value)
+	case "bool":
+		return fmt.Errorf("%s: %q is not true or false", src, value)
 	}
 	return fmt.Errorf("%s: %q is not valid: %w", src, value, err)
 }
@@ -276,6 +285,8 @@ func kind(v flag.Value) string {
 		return "duration"
 	case int, int64:
 		return "int"
+	case bool:
+		return "bool"
 	}
 	return "string"
 }

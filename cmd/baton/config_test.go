@@ -99,12 +99,13 @@ func TestHelp(t *testing.T) {
 func TestEnvironmentConfigures(t *testing.T) {
 	t.Parallel()
 	c, err := parseConfig([]string{"--max-parallel", "7"}, func(k string) string {
-		return map[string]string{"BATON_BUFFER_SIZE": "42", "BATON_MAX_PARALLEL": "2", "BATON_ALLOWED_ORIGINS": "a.example, localhost:*"}[k]
+		return map[string]string{"BATON_BUFFER_SIZE": "42", "BATON_MAX_PARALLEL": "2", "BATON_ALLOWED_ORIGINS": "a.example, localhost:*",
+			"BATON_ADAPTIVE": "true"}[k]
 	}, &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || !slices.Equal(c.opts.AllowedOrigins, []string{"a.example", "localhost:*"}) {
+	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || !slices.Equal(c.opts.AllowedOrigins, []string{"a.example", "localhost:*"}) || !c.opts.Adaptive {
 		t.Errorf("config %+v", c.opts)
 	}
 }

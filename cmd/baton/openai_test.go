@@ -345,3 +345,62 @@ func TestOpenAIToolCalls(t *testing.T) {
 		t.Errorf("result %q", sc.Result)
 	}
 }
+
+// TestOpenAIAdaptive: the decide step on a real-model endpoint — a
+// question, then an adjustment the user approves, then continue. The
+// answer reaches every later prompt, decisions included, and the decide
+// step's tokens count in the run's.
+func TestOpenAIAdaptive(t *testing.T) {
+	t.Parallel()
+	var decisions atomic.Int64
+	answer := fakeModel(func(int64) string { return fakePlan }, nil)
+	fake := openaitest.NewServer(t, func(w http.ResponseWriter, r *http.Request, req openaitest.Request) {
+		if !strings.Contains(req.Messages[0].Content, "You steer") {
+			answer(w, r, req)
+			return
+		}
+		switch decisions.Add(1) {
+		case 1:
+			openaitest.Stream(w, `{"action":"request_input","reason":"The region matters","add":[],"remove":[],"question":"Which region?"}`)
+		case 2:
+			openaitest.Stream(w, openaitest.Split(`{"action":"adjust_plan","reason":"Worth a second look","add":[{"id":"extra",`+
+				`"title":"Double-check","description":"d","depends_on":["s"]}],"remove":[],"question":""}`, 20)...)
+		default:
+			openaitest.Stream(w, `{"action":"continue","reason":"Fine","add":[],"remove":[],"question":""}`)
+		}
+	})
+	base := startServer(t, "--model", "openai", "--openai-base-url", fake.BaseURL())
+	c, _ := connect(t, base)
+	_, question := confirmAndRead(t, c, "Compare SQLite and Postgres")
+	if question.Kind != wsproto.ConfirmInput || question.Question != "Which region?" || question.TaskID != "" {
+		t.Fatalf("first question %+v", question)
+	}
+	c.respond(question.StepID, map[string]any{"text": "eu-west"})
+	frames := c.until(wsproto.EventUserConfirm)
+	adjust := meta[wsproto.UserConfirm](t, frames[len(frames)-1])
+	if adjust.Kind != wsproto.ConfirmAdjust || len(adjust.Added) != 1 || adjust.Added[0].ID != "extra" || len(adjust.Tasks) != 4 {
+		t.Fatalf("plan_adjust %+v", adjust)
+	}
+	c.respond(adjust.StepID, map[string]any{"confirmed": true})
+	frames = append(frames, c.until(wsproto.EventFinalAnswer)...)
+	pc := meta[wsproto.PipelineCompleted](t, framesOf(frames, wsproto.EventPipelineCompleted)[0])
+	// plan, 4 tasks, 4 decisions and aggregation, 18 tokens each
+	if pc.Completed != 4 || pc.Usage.TotalTokens != 10*18 {
+		t.Errorf("pipeline.completed %+v", pc)
+	}
+	asked := 0
+	for _, r := range fake.Requests() {
+		system := r.Messages[0].Content
+		later := strings.Contains(r.Text(), "Your task: v") || strings.Contains(r.Text(), "Your task: extra") ||
+			(strings.Contains(system, "You steer") && strings.Contains(r.Text(), "[completed] Double-check"))
+		if later && !strings.Contains(r.Text(), "eu-west") {
+			t.Errorf("a later prompt lacks the user's answer:\n%s", r.Text())
+		}
+		if later {
+			asked++
+		}
+	}
+	if asked < 3 {
+		t.Errorf("%d later prompts seen", asked)
+	}
+}

@@ -13,10 +13,11 @@ import (
 
 // The directives each kind of text may carry.
 var (
-	// TaskDirectives are read from a task's description by the solver.
-	TaskDirectives = []string{"fail", "sleep", "retry_after", "tool", "ask"}
+	// TaskDirectives are read from a task's description by the solver
+	// (and decide by the planner's decide step, a Baton extension).
+	TaskDirectives = []string{"fail", "sleep", "retry_after", "tool", "ask", "decide"}
 	// RequestDirectives are read from a user.message's text by the planner.
-	RequestDirectives = []string{"plan_fail", "retry_after"}
+	RequestDirectives = []string{"plan_fail", "retry_after", "decide"}
 )
 
 // anyDirective matches everything that looks like a directive, well
@@ -67,6 +68,8 @@ func checkValue(name, value string) error {
 		if strings.TrimSpace(value) == "" {
 			return fmt.Errorf("the question is empty")
 		}
+	case "decide":
+		return checkDecide(value)
 	case "sleep", "retry_after":
 		if d, err := time.ParseDuration(value); err != nil || d < 0 {
 			return fmt.Errorf("%q is not a duration (e.g. 250ms, 2s)", value)

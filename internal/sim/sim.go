@@ -2,7 +2,9 @@
 // one-line topics and the fault directives of §9 of the contract:
 // [sim:sleep=<duration>], [sim:fail=<error_type>*<n>],
 // [sim:plan_fail=<error_type>*<n>], and Baton's [sim:retry_after=<duration>],
-// which makes a simulated rate_limit failure carry a Retry-After.
+// which makes a simulated rate_limit failure carry a Retry-After; the agent
+// loop's [sim:tool=…] and [sim:ask=…], and the decide step's [sim:decide=…]
+// (§12).
 package sim
 
 import (

@@ -34,6 +34,30 @@ func TestDirectives(t *testing.T) {
 	}
 }
 
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want Decision
+		ok   bool
+	}{
+		{"none", "plain", Decision{}, false},
+		{"continue", "[sim:decide=continue]", Decision{Action: "continue"}, true},
+		{"synthesize", "x [sim:decide=synthesize] y", Decision{Action: "synthesize"}, true},
+		{"request input", "[sim:decide=request_input:Which environment?]", Decision{Action: "request_input", Question: "Which environment?"}, true},
+		{"add", "[sim:decide=adjust_plan:+Check prices]", Decision{Action: "adjust_plan", Add: "Check prices"}, true},
+		{"remove", "[sim:decide=adjust_plan:-t3]", Decision{Action: "adjust_plan", Remove: "t3"}, true},
+		{"malformed, then well formed", "[sim:decide=later] [sim:decide=synthesize]", Decision{Action: "synthesize"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, ok := Decide(tt.text); got != tt.want || ok != tt.ok {
+				t.Errorf("Decide(%q) = %+v, %v", tt.text, got, ok)
+			}
+		})
+	}
+}
+
 func TestTopic(t *testing.T) {
 	if got := Topic("  Plan   a\ntrip [sim:sleep=1s] ", 60); got != "Plan a trip" {
 		t.Errorf("Topic = %q", got)
@@ -53,6 +77,11 @@ func TestCheck(t *testing.T) {
 		{name: "plain text", text: "Plan a trip", allowed: TaskDirectives},
 		{name: "good task directives", text: "[sim:fail=network*2] [sim:sleep=1.5s][sim:retry_after=0s] [sim:fail=permanent]", allowed: TaskDirectives},
 		{name: "good request directive", text: "go [sim:plan_fail=timeout*3]", allowed: RequestDirectives},
+		{name: "good decide directives", text: "[sim:decide=continue] [sim:decide=synthesize] [sim:decide=request_input:Which one?] " +
+			"[sim:decide=adjust_plan:+Check the facts] [sim:decide=adjust_plan:-t3]", allowed: RequestDirectives},
+		{name: "bad decide action", text: "[sim:decide=stop]", allowed: RequestDirectives, want: []string{`"stop": want continue`}},
+		{name: "decide without a question", text: "[sim:decide=request_input:]", allowed: TaskDirectives, want: []string{"want continue"}},
+		{name: "adjust without a sign", text: "[sim:decide=adjust_plan:t3]", allowed: RequestDirectives, want: []string{"want continue"}},
 		{name: "unknown directive", text: "[sim:explode=1]", allowed: TaskDirectives, want: []string{"unknown directive [sim:explode=1]"}},
 		{name: "plan_fail in a task", text: "[sim:plan_fail=network*1]", allowed: TaskDirectives, want: []string{"unknown directive"}},
 		{name: "no value", text: "[sim:fail]", allowed: TaskDirectives, want: []string{"has no value"}},
