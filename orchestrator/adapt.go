@@ -75,9 +75,10 @@ func (r *run) nextStep(ctx context.Context, sched *solver.Run, in solver.AdaptIn
 			return d, nil, nil, usage
 		}
 		if err != nil {
-			r.sess.srv.log.Info("decide step failed", "session", r.sess.id, "run", r.id, "err", err)
+			// The client hears the failure's category in Baton's words;
+			// the log keeps the detail.
 			return planner.Decision{Action: wsproto.ActionContinue,
-				Reason: "The decide step failed (" + err.Error() + "): the plan stands."}, nil, nil, usage
+				Reason: "The decide step failed (" + r.public(err, "stage", "decide") + "): the plan stands."}, nil, nil, usage
 		}
 		after, problem, details := r.checkDecision(ctx, sched, d)
 		if problem == "" {
