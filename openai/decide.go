@@ -35,17 +35,7 @@ var decisionSchema = json.RawMessage(`{
   "properties": {
     "action": {"type": "string", "enum": ["continue", "adjust_plan", "request_input", "synthesize"]},
     "reason": {"type": "string"},
-    "add": {"type": "array", "items": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["id", "title", "description", "depends_on"],
-      "properties": {
-        "id": {"type": "string"},
-        "title": {"type": "string"},
-        "description": {"type": "string"},
-        "depends_on": {"type": "array", "items": {"type": "string"}}
-      }
-    }},
+    "add": {"type": "array", "items": ` + taskSchema + `},
     "remove": {"type": "array", "items": {"type": "string"}},
     "question": {"type": "string"}
   }

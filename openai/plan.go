@@ -22,14 +22,9 @@ Use 2 to 8 tasks, short unique ids, non-empty titles, and depends_on listing onl
 tasks. Let independent tasks have no dependencies so they can run in parallel, and end with a
 task that depends on the others and produces the answer.`
 
-// planSchema is the JSON schema of a plan for servers with structured output.
-var planSchema = json.RawMessage(`{
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["summary", "tasks"],
-  "properties": {
-    "summary": {"type": "string"},
-    "tasks": {"type": "array", "items": {
+// taskSchema is the JSON schema of one task, in a plan and in an
+// adjustment of it.
+const taskSchema = `{
       "type": "object",
       "additionalProperties": false,
       "required": ["id", "title", "description", "depends_on"],
@@ -39,7 +34,16 @@ var planSchema = json.RawMessage(`{
         "description": {"type": "string"},
         "depends_on": {"type": "array", "items": {"type": "string"}}
       }
-    }}
+    }`
+
+// planSchema is the JSON schema of a plan for servers with structured output.
+var planSchema = json.RawMessage(`{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["summary", "tasks"],
+  "properties": {
+    "summary": {"type": "string"},
+    "tasks": {"type": "array", "items": ` + taskSchema + `}
   }
 }`)
 

@@ -135,14 +135,19 @@ func (sess *session) cancelRun(cause error) *wsproto.Error {
 	return nil
 }
 
-func (sess *session) cancelTask(taskID string) *wsproto.Error {
+// active returns the session's run and, while it is solving, its
+// scheduler; each is nil when there is none.
+func (sess *session) active() (*run, *solver.Run) {
 	sess.mu.Lock()
-	r := sess.run
-	var sched *solver.Run
-	if r != nil {
-		sched = r.sched
+	defer sess.mu.Unlock()
+	if sess.run == nil {
+		return nil, nil
 	}
-	sess.mu.Unlock()
+	return sess.run, sess.run.sched
+}
+
+func (sess *session) cancelTask(taskID string) *wsproto.Error {
+	r, sched := sess.active()
 	if r == nil {
 		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserCancelTask, Message: "no run to cancel a task of"}
 	}
@@ -173,13 +178,7 @@ func (sess *session) replan(feedback string) *wsproto.Error {
 // restartTask runs a finished task again (§11), with its dependents that
 // are not running.
 func (sess *session) restartTask(taskID string) *wsproto.Error {
-	sess.mu.Lock()
-	r := sess.run
-	var sched *solver.Run
-	if r != nil {
-		sched = r.sched
-	}
-	sess.mu.Unlock()
+	r, sched := sess.active()
 	if sched == nil {
 		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserRestart, Message: "no run is solving"}
 	}
