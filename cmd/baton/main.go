@@ -180,6 +180,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log.Info("listening", "addr", ln.Addr().String(), "model", c.model)
 	host := openableAddr(ln.Addr())
 	fmt.Fprintf(stdout, "baton listening on ws://%s/ws (health: http://%s/healthz)\n", host, host)
+	fmt.Fprintf(stdout, "open http://%s/ in a browser for the UI\n", host)
 
 	select {
 	case err = <-served:

@@ -7,12 +7,14 @@ import (
 	"net/http/pprof"
 
 	"github.com/baton-run/baton/orchestrator"
+	"github.com/baton-run/baton/web"
 )
 
 // routes is Baton's whole HTTP surface.
 func routes(orch *orchestrator.Server) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", orch)
+	mux.Handle("GET /", web.Handler()) // the UI, and the JS client at /baton-client.js
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "sessions": orch.Sessions(), "connections": orch.Connections()})

@@ -1,0 +1,148 @@
+// Baton's UI: one page that drives a session through baton-client.js and
+// renders its state — the request, the plan and its confirmation, the
+// task board, every question the server asks, the answer, the connection
+// and the event log. All of it comes from the client's state reducer, fed
+// by the event stream and by resync snapshots alike.
+
+import { BatonClient } from "./baton-client.js";
+import { Board, tickRetries } from "./board.js";
+import { Confirms } from "./confirms.js";
+import { PlanEditor } from "./plan.js";
+import { renderMarkdown } from "./markdown.js";
+import { h, $ } from "./dom.js";
+
+const LOG_LINES = 5000; // event log entries kept on the page
+
+const client = new BatonClient();
+// For the console and for tests that want more than the page shows.
+globalThis.batonClient = client;
+const board = new Board($("board"), {
+  cancelTask: (id) => act(client.cancelTask(id)),
+  restartTask: (id) => act(client.restartTask(id)),
+});
+const confirms = new Confirms($("confirms"), client);
+const plan = new PlanEditor({
+  confirm: (stepId, tasks) => act(client.confirmPlan(stepId, tasks)),
+  reject: (stepId) => act(client.rejectPlan(stepId)),
+  replan: (feedback) => act(client.replan(feedback)),
+});
+
+// act reports a frame that could not be sent (the client is between
+// connections); the user sends it again once reconnected.
+function act(sent) {
+  if (!sent) showError("Not connected: try again when the connection is back.");
+  else clearError();
+  return sent;
+}
+
+function showError(text) {
+  const el = $("error");
+  el.textContent = text;
+  el.hidden = false;
+}
+
+function clearError() {
+  $("error").hidden = true;
+}
+
+// ---- The request box.
+
+$("request-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const text = /** @type {HTMLTextAreaElement} */ ($("request")).value.trim();
+  if (!text) return;
+  const adaptive = /** @type {HTMLInputElement} */ ($("adaptive")).checked;
+  if (act(client.sendMessage(text, { adaptive }))) /** @type {HTMLTextAreaElement} */ ($("request")).value = "";
+});
+$("cancel-run").addEventListener("click", () => act(client.cancel()));
+
+// ---- Rendering, at most once per task turn however many events arrive.
+
+let pending = false;
+function schedule() {
+  if (pending) return;
+  pending = true;
+  setTimeout(() => { pending = false; render(); }, 0);
+}
+
+function render() {
+  const state = client.state;
+  const run = state.run;
+  const busy = state.phase !== "idle";
+  $("send").toggleAttribute("disabled", busy || client.connection !== "CONNECTED");
+  $("cancel-run").hidden = !busy;
+  $("run").hidden = !run;
+  if (!run) return;
+
+  $("phase").textContent = state.phase;
+  $("phase").dataset.phase = state.phase;
+  $("plan-summary").textContent = run.plan_summary || run.request;
+  const decision = run.last_decision;
+  $("decision").hidden = !decision;
+  if (decision) $("decision").textContent = `After ${decision.after_task}: ${decision.action} — ${decision.reason}`;
+
+  plan.sync(state);
+  confirms.render(state);
+  board.render(state);
+
+  const answer = run.final_answer;
+  $("answer-section").hidden = answer === null && !run.status;
+  $("run-status").textContent = run.status ? `(${run.status}${run.cancel_reason ? `: ${run.cancel_reason}` : ""})` : "";
+  const shown = $("final-answer");
+  if (shown.dataset.text !== (answer ?? "")) {
+    shown.dataset.text = answer ?? "";
+    shown.replaceChildren(renderMarkdown(document, answer ?? ""));
+  }
+}
+
+// ---- The connection indicator.
+
+function renderConnection() {
+  const el = $("connection");
+  el.dataset.state = client.connection;
+  el.dataset.seq = String(client.lastSeq);
+  el.textContent = `${client.connection} · seq ${client.lastSeq}`;
+  $("session").textContent = client.sessionId ? client.sessionId : "";
+}
+
+// ---- The event log: every sequenced event once, in seq order, and every
+// unsequenced frame (connected, errors, snapshots) as it came.
+
+let logged = 0;
+function log(label, frame, cls) {
+  const list = $("event-log");
+  const meta = frame.metadata ?? {};
+  const who = meta.task_id ? ` ${meta.task_id}` : "";
+  list.append(h("li", { class: cls, "data-seq": frame.seq ?? null },
+    h("span", { class: "seq" }, label), " ", h("span", { class: "ev" }, frame.event + who), " ", frame.content ?? ""));
+  while (list.childElementCount > LOG_LINES) list.firstElementChild.remove();
+  $("event-count").textContent = String(++logged);
+}
+
+client.on("event", (f) => { log(`#${f.seq}`, f, f.replayed ? "replayed" : ""); renderConnection(); });
+client.on("frame", (f) => {
+  if (f.seq === undefined || f.seq === null || f.seq === 0) {
+    const meta = f.metadata ?? {};
+    const note = f.event === "system.connected"
+      ? (meta.resumed ? (meta.resync ? "resumed by resync" : `resumed, ${meta.replayed ?? 0} replayed`) : "new session")
+      : f.event === "system.error" ? `${meta.code}: ${meta.message}` : f.event === "system.state_snapshot" ? `as of seq ${meta.seq}` : "";
+    log("·", { ...f, content: note }, "system");
+  }
+});
+client.on("state", schedule);
+client.on("connection", () => { renderConnection(); schedule(); });
+client.on("connected", renderConnection);
+client.on("snapshot", renderConnection);
+client.on("error", (m, resent) => {
+  if (resent) return; // an answer sent again after a resume that had arrived the first time
+  if (m.ref_type === "user.response" && (m.code === "invalid_tasks" || m.code === "invalid_message") && plan.refused(m)) return;
+  showError(`${m.code}: ${m.message}`);
+});
+client.on("reset", (reason) => showError(`The previous session could not be resumed (${reason}); this is a new one.`));
+client.on("violation", (v) => console.error("baton: contract violation:", v));
+
+// Countdowns (retries, expiring questions) tick without rebuilding cards.
+setInterval(() => { tickRetries($("board")); confirms.tick(client.state); }, 500);
+
+renderConnection();
+client.connect().catch((err) => showError(`Could not connect: ${err.message ?? err}`));
