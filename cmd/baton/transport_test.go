@@ -201,3 +201,32 @@ func TestOpenableAddr(t *testing.T) {
 		})
 	}
 }
+
+// TestServesUI checks the binary's routes: the UI at /, the JS client
+// beside it, and an unknown path 404 rather than the page.
+func TestServesUI(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	tests := []struct {
+		name, path string
+		status     int
+		contains   string
+	}{
+		{"page", "/", http.StatusOK, `data-testid="connection"`},
+		{"client", "/baton-client.js", http.StatusOK, "export class BatonClient"},
+		{"unknown", "/nope.js", http.StatusNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := http.Get(base + tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status || !strings.Contains(string(body), tt.contains) {
+				t.Errorf("GET %s: %s, body %.200q; want %d with %q", tt.path, resp.Status, body, tt.status, tt.contains)
+			}
+		})
+	}
+}
