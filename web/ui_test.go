@@ -62,6 +62,8 @@ func TestUIDropMidRun(t *testing.T) {
 	p.click("confirm-plan")
 	p.waitFor("a task to run", `!!document.querySelector('article[data-status="running"]')`)
 	p.mustBeMidRun()
+	p.screenshot("running")
+	p.mustBeMidRun()
 	if srv.Cut() == 0 {
 		t.Fatal("no connection to cut")
 	}

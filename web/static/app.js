@@ -83,6 +83,8 @@ function render() {
 
   plan.sync(state);
   confirms.render(state);
+  // While the plan awaits its confirmation the editor shows the tasks.
+  $("board").hidden = state.phase === "awaiting_confirm";
   board.render(state);
 
   const answer = run.final_answer;
