@@ -746,6 +746,7 @@ export class BatonClient {
     /** @type {any} */
     const ready = { done: false };
     ready.promise = new Promise((resolve, reject) => { ready.resolve = resolve; ready.reject = reject; });
+    ready.promise.catch(() => {}); // a caller that does not wait for it must not get an unhandled rejection
     this.#ready = ready;
     this.#closed = false;
     this.#attempt = 0;
