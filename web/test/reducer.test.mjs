@@ -236,10 +236,17 @@ test("the end of a run: aggregating, the summary and status, the final answer; u
   assert.deepEqual([s.run.final_answer, s.run.summary, s.run.status], ["the answer", "sum", "partial"]);
   assert.deepEqual(s.run.pending_confirm, []);
   assert.deepEqual(s.run.tasks.map((t) => t.status), ["completed", "cancelled", "cancelled"]);
+  // Running, retrying and pending tasks all count as cancelled.
+  const busy = fold([
+    ev("solver.start", { run_id: R, task_id: "b", attempt: 1 }),
+    ev("error.execution", { run_id: R, task_id: "b", attempt: 1, message: "m" }),
+    ev("error.recovery_started", { run_id: R, task_id: "b", attempt: 1, delay_ms: 1000 }),
+  ], solving());
+  assert.deepEqual(busy.run.tasks.map((t) => t.status), ["running", "retrying", "pending"]);
   for (const [event, reason] of [["plan.cancelled", "user_reject"], ["pipeline.cancelled", "user_cancel"]]) {
-    const c = fold([ev(event, { run_id: R, reason })], solving());
+    const c = fold([ev(event, { run_id: R, reason })], busy);
     assert.deepEqual([c.phase, c.run.status, c.run.cancel_reason, c.run.final_answer], ["idle", "cancelled", reason, null], event);
-    assert.deepEqual(c.run.tasks.map((t) => t.status), ["cancelled", "cancelled", "cancelled"], event);
+    assert.deepEqual(c.run.tasks.map((t) => [t.status, t.retry_at]), [["cancelled", null], ["cancelled", null], ["cancelled", null]], event);
   }
 });
 
