@@ -1126,7 +1126,7 @@ export class BatonClient {
     this.#state = s;
     this.#persist();
     this.#emit("snapshot", m);
-    this.#emit("state", s);
+    this.#emit("state", this.#state);
   }
 
   /** A sequenced event: once, in seq order, checksum checked. @param {any} conn @param {any} f */
@@ -1161,7 +1161,8 @@ export class BatonClient {
     }
     this.#stats.events++;
     this.#emit("event", { ...f, replayed: seq <= this.#replayTo });
-    if (s !== before) this.#emit("state", s);
+    // A listener may have answered already: the latest state is the one to show.
+    if (this.#state !== before) this.#emit("state", this.#state);
     if (++this.#sinceAck >= this.#opts.ackEvery) this.#flushAck();
     else this.#startAckTimer();
     this.#checkReady();

@@ -225,6 +225,21 @@ test("answers of the run are sent again after a resume; step_id_mismatch to thos
   assert.equal(rec.errors[1].resent, false);
 });
 
+test("an answer given from an event listener is in the last state emitted", async (t) => {
+  const { client, ws, stream } = await start();
+  t.after(() => client.close());
+  client.on("event", (f) => {
+    if (f.event === "agent.user_confirm") client.approveTool(f.metadata.step_id, true);
+  });
+  const states = [];
+  client.on("state", (s) => states.push(s));
+  ws.deliver(stream.add("plan.start", { run_id: R }));
+  ws.deliver(stream.add("agent.user_confirm", { run_id: R, step_id: "confirm_tool_1", kind: "tool_confirm", task_id: "a", tool: "rm" }));
+  await until(() => client.lastSeq === 2, "seq 2");
+  assert.deepEqual(states.at(-1).run.pending_confirm, []);
+  assert.equal(states.at(-1), client.state);
+});
+
 test("answers are forgotten when their run ends", async (t) => {
   const { server, client, ws, stream } = await start();
   t.after(() => client.close());
