@@ -912,7 +912,7 @@ export class BatonClient {
     const conn = { ws, phase: "hello", fresh: null, resumed: null };
     this.#conn = conn;
     ws.onmessage = (/** @type {any} */ ev) => this.#enqueue(() => this.#onFrame(conn, ev.data));
-    ws.onclose = (/** @type {any} */ ev) => this.#enqueue(() => this.#onClose(conn, ev ? ev.code : 1006));
+    ws.onclose = (/** @type {any} */ ev) => this.#enqueue(() => this.#onClose(conn, ev && typeof ev.code === "number" ? ev.code : 1006));
     ws.onerror = () => {}; // a close event follows
   }
 
