@@ -191,3 +191,32 @@ func (p *page) mustBeMidRun() {
 		p.t.Fatal("the run ended before the interruption; slow the simulated model down")
 	}
 }
+
+func TestUIRefusedEdit(t *testing.T) {
+	srv := startServer(t, 10*time.Millisecond, nil)
+	p := openPage(t, srv)
+	p.request("Draft a reading list")
+	p.waitPlan()
+	p.fill("plan-title-0", "")
+	p.fill("plan-id-1", "") // an empty id: two problems, each shown beside its task
+	p.click("confirm-plan")
+	p.waitFor("the problems beside their tasks", `!!document.querySelector('[data-testid="plan-problem-0"]') &&
+		!!document.querySelector('[data-testid="plan-problem-1"]')`)
+	var problems []string
+	p.eval(`[...document.querySelectorAll('[data-testid^="plan-problem-"]')].map(e => e.dataset.testid + ": " + e.textContent)`, &problems)
+	joined := strings.Join(problems, "\n")
+	contains(t, "the problems", joined, "plan-problem-0: task 0")
+	contains(t, "the problems", joined, "plan-problem-1: task 1")
+	p.screenshot("refused-edit")
+
+	// Fixed, the same question takes the edit.
+	p.fill("plan-title-0", "A title again")
+	p.fill("plan-id-1", "second")
+	p.click("confirm-plan")
+	p.waitAnswer()
+	tasks := p.tasks()
+	if _, ok := tasks["second"]; !ok {
+		t.Errorf("the renamed task has no card: %v", tasks)
+	}
+	allStatus(t, tasks, "completed")
+}

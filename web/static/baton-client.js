@@ -702,6 +702,13 @@ export class BatonClient {
   /** @type {{run_id: string|null, tasks: Task[]}[]} task lists sent, for beginSolving */
   #seeds = [];
   #resent = 0;
+  /**
+   * The latest answer and the confirmation it closed, where it was: an
+   * answer the server refuses (invalid_tasks, invalid_message) leaves the
+   * question open there, so it opens again here.
+   * @type {{stepId: string, confirm: Confirm, index: number}|null}
+   */
+  #refusable = null;
 
   #sinceAck = 0;
   #acked = 0;
@@ -845,10 +852,12 @@ export class BatonClient {
    */
   respond(stepId, metadata) {
     const run = this.#state.run;
-    const confirm = run && run.pending_confirm.find((c) => c.step_id === stepId);
+    const index = run ? run.pending_confirm.findIndex((c) => c.step_id === stepId) : -1;
+    const confirm = index >= 0 && run ? run.pending_confirm[index] : undefined;
     const frame = { event: "user.response", step_id: stepId, metadata };
     if (!this.#sendLive(frame)) return false;
     this.#resent = 0;
+    this.#refusable = confirm ? { stepId, confirm, index } : null;
     this.#answers.set(stepId, JSON.stringify(frame));
     if (confirm && confirm.kind === "plan_confirm") {
       this.#seeds = this.#seeds.filter((s) => s.run_id !== confirm.run_id);
@@ -993,6 +1002,7 @@ export class BatonClient {
   /** Sends the current run's answers again: one may have been lost with the connection. @param {any} conn */
   #resendAnswers(conn) {
     this.#resent = 0;
+    this.#refusable = null; // an error from now on answers a re-sent answer, or a later one
     for (const text of this.#answers.values()) {
       if (this.#sendText(conn, text)) this.#resent++;
     }
@@ -1194,7 +1204,29 @@ export class BatonClient {
     if (m.ref_type === "user.response" && m.code === "invalid_tasks") {
       this.#seeds = this.#seeds.filter((s) => s.run_id === null); // the edit was refused
     }
+    if (!resent && m.ref_type === "user.response" && (m.code === "invalid_tasks" || m.code === "invalid_message")) {
+      this.#reopen();
+    }
     this.#emit("error", m, resent);
+  }
+
+  /**
+   * The server refused the latest answer and kept its question open
+   * (§5.3, §10, §11): open it again where it was, forget the answer (it is
+   * not sent again after a resume) and whatever text it recorded.
+   */
+  #reopen() {
+    const r = this.#refusable;
+    this.#refusable = null;
+    const run = this.#state.run;
+    if (!r || !run || run.run_id !== r.confirm.run_id || run.pending_confirm.some((c) => c.step_id === r.stepId)) return;
+    this.#answers.delete(r.stepId);
+    const pending = [...run.pending_confirm];
+    pending.splice(Math.min(r.index, pending.length), 0, r.confirm);
+    this.#setState({
+      phase: this.#state.phase,
+      run: { ...run, pending_confirm: pending, answers: run.answers.filter((a) => a.step_id !== r.stepId) },
+    });
   }
 
   /** Takes a fresh session (system.connected's metadata): nothing applied yet. @param {any} m */
@@ -1216,6 +1248,7 @@ export class BatonClient {
     this.#answers.clear();
     this.#seeds = [];
     this.#resent = 0;
+    this.#refusable = null;
     this.#sinceAck = 0;
     this.#acked = 0;
     this.#stopAckTimer();

@@ -225,6 +225,38 @@ test("answers of the run are sent again after a resume; step_id_mismatch to thos
   assert.equal(rec.errors[1].resent, false);
 });
 
+test("an answer the server refuses opens its question again, where it was, and is not sent again", async (t) => {
+  const { server, client, rec, ws, stream } = await start();
+  t.after(() => client.close());
+  ws.deliver(stream.add("plan.start", { run_id: R }));
+  ws.deliver(stream.add("solver.start", { run_id: R, task_id: "a", attempt: 1 }));
+  const ask = { run_id: R, step_id: "confirm_input_1", kind: "input_request", task_id: "a", question: "q?" };
+  const tool = { run_id: R, step_id: "confirm_tool_1", kind: "tool_confirm", task_id: "b", tool: "rm" };
+  ws.deliver(stream.add("agent.user_confirm", ask));
+  ws.deliver(stream.add("agent.user_confirm", tool));
+  await until(() => client.state.run?.pending_confirm.length === 2, "the questions");
+  const before = client.state.run.pending_confirm;
+
+  client.respond("confirm_input_1", { text: 5 }); // not a string: invalid_message, the question stays open
+  assert.deepEqual(client.state.run.pending_confirm.map((c) => c.step_id), ["confirm_tool_1"]);
+  ws.deliver(systemError("invalid_message", "user.response"));
+  await until(() => rec.errors.length === 1, "the refusal");
+  assert.deepEqual(client.state.run.pending_confirm, before);
+  assert.deepEqual(client.state.run.answers, []);
+
+  // Answered properly this time; a later refusal of another frame opens nothing.
+  client.answerInput("confirm_input_1", "yes");
+  ws.deliver(systemError("invalid_message", "user.cancel_task"));
+  await until(() => rec.errors.length === 2, "an unrelated error");
+  assert.deepEqual(client.state.run.pending_confirm.map((c) => c.step_id), ["confirm_tool_1"]);
+  assert.deepEqual(client.state.run.answers.map((a) => a.text), ["yes"]);
+
+  // Only the accepted answer is sent again after a resume.
+  const ws2 = await resume(server, ws, { event: "system.connected", metadata: { resumed: true, last_seq: 4, state_checksum: stream.sum(4), replayed: 0 } });
+  await until(() => ws2.frames.length === 2, "the answer sent again");
+  assert.deepEqual(ws2.frames.slice(1), [{ event: "user.response", step_id: "confirm_input_1", metadata: { text: "yes" } }]);
+});
+
 test("an answer given from an event listener is in the last state emitted", async (t) => {
   const { client, ws, stream } = await start();
   t.after(() => client.close());
