@@ -1,11 +1,13 @@
 // Package client is a Go client of Baton's wire contract: it dials, keeps
 // the session's seq and state checksum, applies every sequenced event once
-// and in order (dropping replayed duplicates), acks as it goes, answers
+// and in order (dropping duplicates), acks as it goes, answers
 // confirmations through a callback, and — when the connection drops —
 // resumes with user.reconnect_with_state, applying a replay or a resync
 // snapshot. It checks the contract while it works: a gap, a duplicate, a
-// reordering or a checksum that differs from the server's is recorded as a
-// violation rather than hidden.
+// reordering, a replay that is not exactly the events after the client's
+// last seq, or a checksum that differs from the server's is recorded as a
+// violation rather than hidden. An application gets every event once either
+// way; a checker reads Stats.Violations.
 //
 // The project's end-to-end tests and the load tool (cmd/baton-load) use it.
 package client
@@ -82,8 +84,12 @@ type Options struct {
 
 // Stats counts what happened to a client.
 type Stats struct {
-	Events     int // sequenced events applied
-	Duplicates int // replayed events already applied, dropped
+	Events int // sequenced events applied
+	// Duplicates counts events at or below the last applied seq: dropped,
+	// and each one also a violation. The server never sends one — a resume
+	// replays only what follows the last_seq the client sent — so one is a
+	// server that replayed or sent an event twice.
+	Duplicates int
 	Resumes    int // successful resumes (replay or resync)
 	Resyncs    int // resumes answered with a snapshot
 	Rejected   int // resumes answered with resume_rejected
@@ -265,6 +271,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 	} else {
 		c.expectSum[m.LastSeq] = m.StateChecksum
 		c.replayTo = m.LastSeq
+		c.checkReplay(m)
 	}
 	c.mu.Unlock()
 	c.deliver(f)

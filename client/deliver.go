@@ -20,7 +20,10 @@ func (c *Client) deliver(f Frame) {
 	switch {
 	case f.Seq != 0:
 		if f.Seq <= c.lastSeq {
+			// Dropped, so the application still sees each event once; and
+			// reported, because the server must never send it.
 			c.stats.Duplicates++
+			c.violation("duplicate: event seq %d (%s) at or below the last applied seq %d", f.Seq, f.Event, c.lastSeq)
 			c.mu.Unlock()
 			return
 		}
@@ -102,6 +105,22 @@ func (c *Client) wake() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
+}
+
+// checkReplay checks a resume answered with a replay (§3.5): the server
+// says it replays the events after the client's last seq up to its latest,
+// and how many that is. Each event's own seq is checked as it arrives.
+func (c *Client) checkReplay(m wsproto.Connected) {
+	switch {
+	case m.LastSeq < c.lastSeq:
+		c.violation("replay: the client is at seq %d, the server's latest is %d; want a resync", c.lastSeq, m.LastSeq)
+	case m.Replayed == nil || uint64(*m.Replayed) != m.LastSeq-c.lastSeq:
+		n := "none"
+		if m.Replayed != nil {
+			n = fmt.Sprint(*m.Replayed)
+		}
+		c.violation("replay: %s events announced from seq %d to %d, want %d", n, c.lastSeq, m.LastSeq, m.LastSeq-c.lastSeq)
+	}
 }
 
 func (c *Client) violation(format string, args ...any) {
