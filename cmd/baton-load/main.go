@@ -362,6 +362,7 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		rctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
 		// Start the run; a start lost with a dropped connection is sent again.
 		for {
+			resumes := cl.View().Stats.Resumes
 			var serr error
 			switch {
 			case w.tasks != nil:
@@ -376,9 +377,16 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 				fail("run %d: the client closed", r+1)
 				return res
 			}
-			// Any other send error means the frame did not leave (the client
-			// is between connections); like a start lost with a dropped
-			// connection, it is sent again when the run has not started.
+			if serr != nil {
+				// The frame did not leave: the client is between connections.
+				// Send it again once it has resumed (or give up with the run).
+				if cl.Wait(rctx, func(v client.View) bool { return v.Stats.Resumes > resumes }) != nil {
+					break
+				}
+				continue
+			}
+			// Sent, but it may be lost with a connection dropped before the
+			// server read it: sent again when the run has not started.
 			sctx, scancel := context.WithTimeout(rctx, 2*time.Second)
 			werr := cl.Wait(sctx, func(client.View) bool { started, _ := tracked.counts(); return started > r })
 			scancel()
