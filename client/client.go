@@ -120,7 +120,10 @@ type Client struct {
 	stats     Stats
 	closed    bool
 	changed   chan struct{} // closed and replaced on every applied frame
-	lastErr   error
+	// delivering is set while a frame is applied and its callbacks run
+	// (from deliver's lock to its wake): Wait does not judge a view then.
+	delivering bool
+	lastErr    error
 
 	done chan struct{} // closed when the reader loop has ended
 }

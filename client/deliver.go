@@ -17,6 +17,7 @@ func (c *Client) deliver(f Frame) {
 	var confirms []wsproto.UserConfirm
 	var ack []byte
 	c.mu.Lock()
+	c.delivering = true
 	switch {
 	case f.Seq != 0:
 		if f.Seq <= c.lastSeq {
@@ -25,6 +26,7 @@ func (c *Client) deliver(f Frame) {
 			c.stats.Duplicates++
 			c.violation("duplicate: event seq %d (%s) at or below the last applied seq %d", f.Seq, f.Event, c.lastSeq)
 			c.mu.Unlock()
+			c.wake() // the view changed: a waiter may be counting violations
 			return
 		}
 		if f.Seq != c.lastSeq+1 {
@@ -99,9 +101,11 @@ func (c *Client) deliver(f Frame) {
 	}
 }
 
-// wake tells every Wait that the client's view may have changed.
+// wake ends a frame's delivery and tells every Wait that the client's view
+// may have changed. Every call of deliver ends with one.
 func (c *Client) wake() {
 	c.mu.Lock()
+	c.delivering = false
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()

@@ -20,8 +20,11 @@ func (c *Client) Wait(ctx context.Context, cond func(v View) bool) error {
 		c.mu.Lock()
 		v := c.viewLocked()
 		ch := c.changed
+		// Mid-delivery, the view may hold a frame whose callbacks have not
+		// returned yet; that frame's wake comes next.
+		busy := c.delivering
 		c.mu.Unlock()
-		if cond(v) {
+		if !busy && cond(v) {
 			return nil
 		}
 		select {
