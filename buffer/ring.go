@@ -22,14 +22,20 @@ type Entry struct {
 }
 
 // Ring is a session's replay buffer. Implementations are safe for
-// concurrent use. Seqs start at 1 and are contiguous.
+// concurrent use. Seqs start at 1 and are contiguous. Every method but Cap
+// is called with the session's lock held: it answers from memory and never
+// waits on I/O, and once ctx is done it changes nothing and returns an error
+// wrapping ctx.Err() (see the package doc).
 type Ring interface {
 	// Append assigns the next seq, has encode produce the frame for it, and
 	// stores it, evicting the oldest entry when the ring is full. id is the
-	// event's unique id, which extends the checksum chain.
+	// event's unique id, which extends the checksum chain. encode is called
+	// once, and may not call back into the ring; when it fails, nothing is
+	// stored and the seq is not used.
 	Append(ctx context.Context, id string, encode func(seq uint64) ([]byte, error)) (Entry, error)
-	// Ack drops every entry with seq ≤ lastSeq. ErrAhead if lastSeq is past
-	// the latest seq, in which case nothing is dropped.
+	// Ack drops every entry with seq ≤ lastSeq; an ack at or below an
+	// earlier one changes nothing. ErrAhead if lastSeq is past the latest
+	// seq, in which case nothing is dropped.
 	Ack(ctx context.Context, lastSeq uint64) error
 	// Since returns the entries with seq > lastSeq in order, ErrGap if any
 	// of them is gone, or ErrAhead.

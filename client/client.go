@@ -1,11 +1,13 @@
 // Package client is a Go client of Baton's wire contract: it dials, keeps
 // the session's seq and state checksum, applies every sequenced event once
-// and in order (dropping replayed duplicates), acks as it goes, answers
+// and in order (dropping duplicates), acks as it goes, answers
 // confirmations through a callback, and — when the connection drops —
 // resumes with user.reconnect_with_state, applying a replay or a resync
 // snapshot. It checks the contract while it works: a gap, a duplicate, a
-// reordering or a checksum that differs from the server's is recorded as a
-// violation rather than hidden.
+// reordering, a replay that is not exactly the events after the client's
+// last seq, or a checksum that differs from the server's is recorded as a
+// violation rather than hidden. An application gets every event once either
+// way; a checker reads Stats.Violations.
 //
 // The project's end-to-end tests and the load tool (cmd/baton-load) use it.
 package client
@@ -21,7 +23,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -83,8 +84,12 @@ type Options struct {
 
 // Stats counts what happened to a client.
 type Stats struct {
-	Events     int // sequenced events applied
-	Duplicates int // replayed events already applied, dropped
+	Events int // sequenced events applied
+	// Duplicates counts events at or below the last applied seq: dropped,
+	// and each one also a violation. The server never sends one — a resume
+	// replays only what follows the last_seq the client sent — so one is a
+	// server that replayed or sent an event twice.
+	Duplicates int
 	Resumes    int // successful resumes (replay or resync)
 	Resyncs    int // resumes answered with a snapshot
 	Rejected   int // resumes answered with resume_rejected
@@ -115,7 +120,10 @@ type Client struct {
 	stats     Stats
 	closed    bool
 	changed   chan struct{} // closed and replaced on every applied frame
-	lastErr   error
+	// delivering is set while a frame is applied and its callbacks run
+	// (from deliver's lock to its wake): Wait does not judge a view then.
+	delivering bool
+	lastErr    error
 
 	done chan struct{} // closed when the reader loop has ended
 }
@@ -266,6 +274,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 	} else {
 		c.expectSum[m.LastSeq] = m.StateChecksum
 		c.replayTo = m.LastSeq
+		c.checkReplay(m)
 	}
 	c.mu.Unlock()
 	c.deliver(f)
@@ -294,199 +303,6 @@ func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn) {
 	for _, b := range frames {
 		ws.Write(ctx, websocket.MessageText, b)
 	}
-}
-
-// deliver applies one frame: sequenced events once, in order; snapshots
-// replace the state.
-func (c *Client) deliver(f Frame) {
-	var confirms []wsproto.UserConfirm
-	var ack []byte
-	c.mu.Lock()
-	switch {
-	case f.Seq != 0:
-		if f.Seq <= c.lastSeq {
-			c.stats.Duplicates++
-			c.mu.Unlock()
-			return
-		}
-		if f.Seq != c.lastSeq+1 {
-			c.violation("gap: event seq %d after %d", f.Seq, c.lastSeq)
-		}
-		c.lastSeq = f.Seq
-		f.Replayed = f.Seq <= c.replayTo
-		c.checksum = buffer.NextChecksum(c.checksum, f.EventID)
-		if want, ok := c.expectSum[f.Seq]; ok {
-			delete(c.expectSum, f.Seq)
-			if want != c.checksum {
-				c.violation("checksum at seq %d: client %s, server %s", f.Seq, c.checksum, want)
-			}
-		}
-		c.stats.Events++
-		if err := c.state.ApplyJSON(f.Event, f.Metadata); err != nil {
-			c.violation("seq %d: %v", f.Seq, err)
-		}
-		switch f.Event {
-		case wsproto.EventUserConfirm:
-			var m wsproto.UserConfirm
-			if json.Unmarshal(f.Metadata, &m) == nil {
-				confirms = append(confirms, m)
-			}
-		case wsproto.EventFinalAnswer, wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
-			clear(c.answers)
-		}
-		if c.opts.AckEvery > 0 {
-			if c.sinceAck++; c.sinceAck >= c.opts.AckEvery {
-				c.sinceAck = 0
-				ack, _ = json.Marshal(map[string]any{"event": wsproto.EventUserAck, "metadata": map[string]any{"last_seq": f.Seq}})
-			}
-		}
-	case f.Event == wsproto.EventStateSnapshot:
-		var s wsproto.Snapshot
-		if err := json.Unmarshal(f.Metadata, &s); err != nil {
-			c.violation("snapshot: %v", err)
-			break
-		}
-		c.lastSeq, c.checksum = s.Seq, s.StateChecksum
-		c.state = wsproto.State{Phase: s.Phase, Run: s.Run}
-		clear(c.expectSum)
-		if s.Run != nil {
-			for _, p := range s.Run.PendingConfirm {
-				if _, answered := c.answers[p.StepID]; !answered {
-					confirms = append(confirms, p)
-				}
-			}
-		}
-	case f.Event == wsproto.EventError:
-		c.stats.Errors++
-	}
-	ws := c.ws
-	c.mu.Unlock()
-
-	// Waiters are woken last: a condition may read what OnEvent records or
-	// what OnConfirm answers, and must see it once it sees this frame.
-	defer c.wake()
-	if c.opts.OnEvent != nil {
-		c.opts.OnEvent(f)
-	}
-	if ack != nil {
-		ws.Write(context.Background(), websocket.MessageText, ack)
-	}
-	for _, confirm := range confirms {
-		if c.opts.OnConfirm == nil {
-			break
-		}
-		if a := c.opts.OnConfirm(confirm); a != nil {
-			c.Respond(context.Background(), confirm.StepID, *a)
-		}
-	}
-}
-
-// wake tells every Wait that the client's view may have changed.
-func (c *Client) wake() {
-	c.mu.Lock()
-	close(c.changed)
-	c.changed = make(chan struct{})
-	c.mu.Unlock()
-}
-
-func (c *Client) violation(format string, args ...any) {
-	c.stats.Violations = append(c.stats.Violations, fmt.Sprintf(format, args...))
-}
-
-func writeJSON(ctx context.Context, ws *websocket.Conn, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return ws.Write(ctx, websocket.MessageText, b)
-}
-
-// Send writes one client frame. It fails while the client is between
-// connections (the frame was not sent); with Resume set, a caller that
-// cares sends it again once the client has resumed (View's Stats.Resumes
-// grows). It returns ErrClosed once the client is closed.
-func (c *Client) Send(ctx context.Context, event, stepID, content string, meta any) error {
-	frame := map[string]any{"event": event}
-	if stepID != "" {
-		frame["step_id"] = stepID
-	}
-	if content != "" {
-		frame["content"] = content
-	}
-	if meta != nil {
-		frame["metadata"] = meta
-	}
-	b, err := json.Marshal(frame)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	ws, closed := c.ws, c.closed
-	if event == wsproto.EventUserResponse {
-		c.answers[stepID] = b
-		switch a := meta.(type) {
-		case Answer:
-			c.closeConfirm(stepID, a)
-		case *Answer:
-			c.closeConfirm(stepID, *a)
-		default:
-			c.state.CloseConfirm(stepID)
-		}
-	}
-	c.mu.Unlock()
-	if closed {
-		return ErrClosed
-	}
-	return ws.Write(ctx, websocket.MessageText, b)
-}
-
-// closeConfirm folds the client's own answer into its state, as the
-// server does: the confirmation closes, and an input_request's answer is
-// recorded.
-func (c *Client) closeConfirm(stepID string, a Answer) {
-	if a.Text != nil {
-		c.state.Answer(stepID, *a.Text)
-		return
-	}
-	c.state.CloseConfirm(stepID)
-}
-
-// Message starts a run for a request.
-func (c *Client) Message(ctx context.Context, text string) error {
-	return c.Send(ctx, wsproto.EventUserMessage, "", text, nil)
-}
-
-// MessageAdaptive starts an adaptive run for a request (§11): the model
-// decides after each task whether to continue, adjust the plan, ask the
-// user or synthesize.
-func (c *Client) MessageAdaptive(ctx context.Context, text string) error {
-	return c.Send(ctx, wsproto.EventUserMessage, "", text, map[string]any{"adaptive": true})
-}
-
-// SolveTasks starts a run of the given tasks.
-func (c *Client) SolveTasks(ctx context.Context, tasks []wsproto.Task) error {
-	return c.Send(ctx, wsproto.EventUserSolve, "", "", map[string]any{"tasks": tasks})
-}
-
-// Replan sends the plan awaiting confirmation back to the planner with
-// the user's feedback.
-func (c *Client) Replan(ctx context.Context, feedback string) error {
-	return c.Send(ctx, wsproto.EventUserReplan, "", "", map[string]any{"feedback": feedback})
-}
-
-// RestartTask asks a finished task of the running run to run again.
-func (c *Client) RestartTask(ctx context.Context, taskID string) error {
-	return c.Send(ctx, wsproto.EventUserRestart, "", "", map[string]any{"task_id": taskID})
-}
-
-// Respond answers a confirmation.
-func (c *Client) Respond(ctx context.Context, stepID string, a Answer) error {
-	return c.Send(ctx, wsproto.EventUserResponse, stepID, "", a)
-}
-
-// Ack acknowledges every event up to lastSeq.
-func (c *Client) Ack(ctx context.Context, lastSeq uint64) error {
-	return c.Send(ctx, wsproto.EventUserAck, "", "", map[string]any{"last_seq": lastSeq})
 }
 
 // Drop kills the current connection without a close handshake, as a lost
@@ -523,77 +339,4 @@ func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lastErr
-}
-
-// Wait blocks until cond returns true, or ctx is done, or the client stops
-// for good. cond is called with the client's latest view, once at first and
-// again after frames arrive — not necessarily after every frame: several may
-// be applied between two calls, so a state that lasts only a few frames (a
-// phase, say) can be missed. Wait for conditions that stay true once
-// reached: a seq reached, an event counted, a final answer present. A
-// frame's OnEvent and OnConfirm callbacks have returned before cond sees
-// the frame.
-func (c *Client) Wait(ctx context.Context, cond func(v View) bool) error {
-	for {
-		c.mu.Lock()
-		v := c.viewLocked()
-		ch := c.changed
-		c.mu.Unlock()
-		if cond(v) {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-c.done:
-			c.mu.Lock()
-			v := c.viewLocked()
-			c.mu.Unlock()
-			if cond(v) {
-				return nil
-			}
-			return fmt.Errorf("client: stopped before the condition held: %w", c.Err())
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// View is a copy of what the client knows at one moment.
-type View struct {
-	SessionID   string
-	ResumeToken string
-	LastSeq     uint64
-	Checksum    string
-	Phase       string
-	Run         *wsproto.RunState // a copy
-	Stats       Stats
-}
-
-// View returns the client's current view.
-func (c *Client) View() View {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.viewLocked()
-}
-
-func (c *Client) viewLocked() View {
-	s := c.stats
-	s.Violations = append([]string(nil), s.Violations...)
-	return View{SessionID: c.sessionID, ResumeToken: c.token, LastSeq: c.lastSeq, Checksum: c.checksum,
-		Phase: c.state.Snapshot(0, "").Phase, Run: copyRun(c.state.Run), Stats: s}
-}
-
-func copyRun(r *wsproto.RunState) *wsproto.RunState {
-	if r == nil {
-		return nil
-	}
-	out := *r
-	out.Tasks = append([]wsproto.TaskState(nil), r.Tasks...)
-	out.PendingConfirm = append([]wsproto.UserConfirm(nil), r.PendingConfirm...)
-	out.Answers = append([]wsproto.AnswerState(nil), r.Answers...)
-	if r.FinalAnswer != nil {
-		a := *r.FinalAnswer
-		out.FinalAnswer = &a
-	}
-	return &out
 }

@@ -55,9 +55,6 @@ func TestDelays(t *testing.T) {
 	if got := d.Next(failure.Class{Type: failure.Validation}); got != 0 {
 		t.Errorf("validation delay %v, want 0", got)
 	}
-	if got := d.Next(failure.Class{Type: failure.RateLimit, RetryAfter: 7 * time.Second}); got != 7*time.Second {
-		t.Errorf("rate limit delay %v, want the Retry-After", got)
-	}
 	// Exponential ±50% jitter, capped before jitter: 100, 200, 400, 400 ms.
 	for i, base := range []time.Duration{100, 200, 400, 400} {
 		base *= time.Millisecond
@@ -65,6 +62,30 @@ func TestDelays(t *testing.T) {
 		if got < base/2 || got > base*3/2 {
 			t.Errorf("delay %d = %v, want within ±50%% of %v", i+1, got, base)
 		}
+	}
+}
+
+// TestRetryAfterIsCapped: a model's Retry-After is waited, but never
+// longer than the policy's cap (30s by default).
+func TestRetryAfterIsCapped(t *testing.T) {
+	tests := []struct {
+		name       string
+		max        time.Duration
+		retryAfter time.Duration
+		want       time.Duration
+	}{
+		{"under the cap", 0, 7 * time.Second, 7 * time.Second},
+		{"a day, default cap", 0, 24 * time.Hour, 30 * time.Second},
+		{"at the cap", time.Minute, time.Minute, time.Minute},
+		{"past a set cap", 400 * time.Millisecond, 7 * time.Second, 400 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := failure.Policy{MaxAttempts: 3, Max: tt.max}.Backoff()
+			if got := d.Next(failure.Class{Type: failure.RateLimit, RetryAfter: tt.retryAfter}); got != tt.want {
+				t.Errorf("Retry-After %v: delay %v, want %v", tt.retryAfter, got, tt.want)
+			}
+		})
 	}
 }
 

@@ -15,7 +15,8 @@ type Policy struct {
 	// Base is the first backoff delay; retry k waits about Base×2^(k−1),
 	// ±50% jitter. Defaults to 1s.
 	Base time.Duration
-	// Max caps a delay before jitter. Defaults to 30s.
+	// Max caps a delay before jitter, and a model's Retry-After: a
+	// Retry-After of a day does not park a task for a day. Defaults to 30s.
 	Max time.Duration
 }
 
@@ -38,24 +39,27 @@ func (p Policy) Backoff() *Delays {
 		Clock:               backoff.SystemClock,
 	}
 	b.Reset()
-	return &Delays{b: b}
+	return &Delays{b: b, max: maxDelay}
 }
 
 // Delays hands out the successive delays of one retry budget. Not safe for
 // concurrent use.
-type Delays struct{ b *backoff.ExponentialBackOff }
+type Delays struct {
+	b   *backoff.ExponentialBackOff
+	max time.Duration // caps a Retry-After
+}
 
 // Next returns how long to wait before the next retry of a failure of this
 // class: none for validation errors (the model is told what was wrong and
 // tries again at once), the model's own Retry-After for rate limits when it
-// gave one, and the next exponential delay otherwise. The exponential
-// sequence advances only when it is used.
+// gave one, capped at the policy's Max, and the next exponential delay
+// otherwise. The exponential sequence advances only when it is used.
 func (d *Delays) Next(c Class) time.Duration {
 	switch {
 	case c.Type == Validation:
 		return 0
 	case c.Type == RateLimit && c.RetryAfter > 0:
-		return c.RetryAfter
+		return min(c.RetryAfter, d.max)
 	}
 	return d.b.NextBackOff()
 }

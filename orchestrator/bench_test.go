@@ -23,7 +23,8 @@ func BenchmarkEmit(b *testing.B) {
 	}
 	defer srv.Close(b.Context())
 	sess := srv.newSession()
-	c := &conn{srv: srv, log: srv.log, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	c.attach(sess)
 	sess.conn = c
 	meta := &wsproto.SolverProgress{RunID: "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", TaskID: "t2",
 		Attempt: 1, Progress: 0.66, Message: "Working through it"}

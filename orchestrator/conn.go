@@ -17,12 +17,15 @@ import (
 type conn struct {
 	ws    *websocket.Conn
 	srv   *Server
-	log   *slog.Logger // carries the session the connection opened with; never reassigned (read by every goroutine)
-	limit int          // most frames the queue may hold
+	limit int // most frames the queue may hold
 
 	// sess is the session the connection is attached to. Only the reader
 	// goroutine reads or writes it.
 	sess *session
+	// log carries the id of the session the connection is attached to: the
+	// fresh one, then the resumed one. Every goroutine reads it; attach
+	// replaces it.
+	log atomic.Pointer[slog.Logger]
 	// frames counts the client frames read so far (reader goroutine only).
 	frames int
 
@@ -42,16 +45,26 @@ type conn struct {
 	wg      sync.WaitGroup // the writer and any ping in flight
 }
 
-func newConn(srv *Server, ws *websocket.Conn, log *slog.Logger) *conn {
+func newConn(srv *Server, ws *websocket.Conn) *conn {
 	return &conn{
 		ws:    ws,
 		srv:   srv,
-		log:   log,
 		limit: srv.opts.SendQueue,
 		wake:  make(chan struct{}, 1),
 		gone:  make(chan struct{}),
 	}
 }
+
+// attach makes sess the connection's session, and the one its log lines
+// name. On the reader goroutine: before the connection's other goroutines
+// start, or under sess's lock on a resume.
+func (c *conn) attach(sess *session) {
+	c.sess = sess
+	c.log.Store(c.srv.log.With("session", sess.id))
+}
+
+// logger is the connection's log, naming its session.
+func (c *conn) logger() *slog.Logger { return c.log.Load() }
 
 // send queues frames for the writer without blocking. When the queue would
 // overflow the client is too slow: the connection is closed with 1013 and
@@ -65,7 +78,7 @@ func (c *conn) send(frames ...[]byte) bool {
 	}
 	if queued := len(c.queue); queued+len(frames) > c.limit {
 		c.mu.Unlock()
-		c.log.Warn("send queue overflow; closing slow client", "queued", queued)
+		c.logger().Warn("send queue overflow; closing slow client", "queued", queued)
 		c.closeWith(websocket.StatusTryAgainLater, "client too slow")
 		return false
 	}
@@ -134,7 +147,7 @@ func (c *conn) writeLoop() {
 			}
 			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
 				cancel()
-				c.log.Debug("write failed; dropping connection", "err", err)
+				c.logger().Debug("write failed; dropping connection", "err", err)
 				c.drop("write failed")
 				c.ws.CloseNow()
 				return
@@ -166,7 +179,7 @@ func (c *conn) startPing() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.PongTimeout)
 		defer cancel()
 		if err := c.ws.Ping(ctx); err != nil {
-			c.log.Debug("no pong; dropping connection", "err", err)
+			c.logger().Debug("no pong; dropping connection", "err", err)
 			c.drop("no pong")
 			c.ws.CloseNow()
 		}

@@ -206,7 +206,12 @@ func describe(err error) string {
 }
 
 func (sess *session) ack(lastSeq uint64) *wsproto.Error {
-	err := sess.ring.Ack(context.Background(), lastSeq)
+	sess.mu.Lock()
+	err := errSessionClosed
+	if !sess.closed {
+		err = sess.ring.Ack(sess.ctx, lastSeq)
+	}
+	sess.mu.Unlock()
 	switch {
 	case errors.Is(err, buffer.ErrAhead):
 		return &wsproto.Error{Code: wsproto.CodeInvalidAck, RefType: wsproto.EventUserAck, Message: "last_seq is past the latest event"}

@@ -10,5 +10,8 @@
 // and one writer goroutine draining a bounded send queue; the pipeline only
 // ever appends to that queue and never waits for a client. A session's mutex
 // orders appends to its ring with sends to its connection, which is what
-// makes the switch from replay to live exact.
+// makes the switch from replay to live exact. Nothing done under it waits on
+// I/O: sends only queue, and a ring answers from memory (buffer's package
+// doc says what a ring may do there); each ring call gets the session's
+// context, done once the session is freed.
 package orchestrator

@@ -209,7 +209,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(s.opts.ReadLimit)
 
 	sess := s.newSession()
-	c := newConn(s, ws, s.log.With("session", sess.id))
+	c := newConn(s, ws)
+	c.attach(sess)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -221,7 +222,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	opened := time.Now()
-	c.log.Info("connection opened", "remote", r.RemoteAddr)
+	c.logger().Info("connection opened", "remote", r.RemoteAddr)
 	c.wg.Add(1)
 	go c.writeLoop()
 	sess.attachFresh(c)
@@ -234,14 +235,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	end, status := c.ended(err)
-	// c.sess is the session the connection ended on (a resume moves it).
-	s.log.Info("connection closed", "session", c.sess.id, "duration_ms", time.Since(opened).Milliseconds(),
+	// The log names the session the connection ended on (a resume moves it).
+	c.logger().Info("connection closed", "duration_ms", time.Since(opened).Milliseconds(),
 		"end", end, "close_status", int(status), "frames", c.frames)
 }
 
 // Close closes every connection with 1012, then cancels every run and
-// session, and waits for all their goroutines. If ctx ends first,
-// connections still closing are dropped without a handshake.
+// session, and waits for all their goroutines. ctx bounds the whole wait:
+// if it ends first, connections still closing are dropped without a
+// handshake, and Close returns — with ctx's error — without waiting for
+// runs whose model or tool has not returned since it was cancelled; those
+// end on their own, their events going nowhere.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -258,27 +262,47 @@ func (s *Server) Close(ctx context.Context) error {
 	for _, c := range conns {
 		c.closeWith(websocket.StatusServiceRestart, "server restarting")
 	}
-	connsDone := make(chan struct{})
-	go func() { s.connWG.Wait(); close(connsDone) }()
-	var err error
-	select {
-	case <-connsDone:
-	case <-ctx.Done():
-		err = fmt.Errorf("close connections: %w", ctx.Err())
+	var errs []error
+	if err := waitCtx(ctx, &s.connWG); err != nil {
+		errs = append(errs, fmt.Errorf("close connections: %w", err))
 		for _, c := range conns {
 			c.ws.CloseNow()
 		}
-		<-connsDone
+		s.connWG.Wait() // CloseNow ends every read at once
 	}
 
 	close(s.stopSweep)
 	s.janitorWG.Wait()
 	s.cancel(ErrServerClosed)
-	s.runWG.Wait()
+	if err := waitCtx(ctx, &s.runWG); err != nil {
+		errs = append(errs, fmt.Errorf("close runs: %w", err))
+	}
 	s.mu.Lock()
+	sessions := make([]*session, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
 	clear(s.sessions)
 	s.mu.Unlock()
-	return err
+	for _, sess := range sessions {
+		if sess.markClosed() {
+			sess.release()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// waitCtx waits for wg, or until ctx is done and returns its error then.
+// The goroutine that waits ends with wg's work, also when ctx ended first.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // sweep expires sessions that have had no connection for SessionTTL.
@@ -301,7 +325,7 @@ func (s *Server) sweep() {
 			}
 			s.mu.Unlock()
 			for _, sess := range expired {
-				sess.expire()
+				sess.expire(now)
 			}
 		}
 	}

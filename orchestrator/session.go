@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,16 +25,22 @@ type session struct {
 	token string
 	srv   *Server
 	ring  buffer.Ring
+	// ctx is the session's life, handed to every ring call: done once the
+	// session is freed (release).
+	ctx    context.Context
+	cancel context.CancelFunc
 	// detachedAt is when the last connection left (UnixNano), 0 while a
 	// connection is attached. The sweeper reads it without the lock.
 	detachedAt atomic.Int64
 
-	mu       sync.Mutex // guards the fields below; held across append+send
+	mu       sync.Mutex // guards the fields below; held across append+send and every ring call
 	conn     *conn
 	state    wsproto.State
 	run      *run
 	confirms map[string]*confirm
-	closed   bool
+	// closed is set once, when the session is freed: from then on its
+	// ring is not called and it cannot be resumed.
+	closed bool
 	// scratch is where events are encoded before being copied out at their
 	// exact size: one allocation per event, and no slack kept in the ring.
 	scratch []byte
@@ -47,6 +54,7 @@ func (s *Server) newSession() *session {
 		ring:     s.opts.NewRing(s.opts.BufferSize),
 		confirms: make(map[string]*confirm),
 	}
+	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
@@ -66,22 +74,49 @@ func (s *Server) lookup(id string) *session {
 	return s.sessions[id]
 }
 
-// dropSession forgets a session that has no run and no connection.
+// dropSession frees a session that has no run and no connection.
 func (s *Server) dropSession(sess *session) {
-	sess.mu.Lock()
-	sess.closed = true
-	sess.mu.Unlock()
+	if sess.markClosed() {
+		s.forget(sess)
+		sess.release()
+	}
+}
+
+func (s *Server) forget(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess.id)
 	s.mu.Unlock()
 }
 
-// attachFresh attaches the connection that created the session and greets
-// it with system.connected.
+// markClosed closes the session to appends and resumes; it reports whether
+// this call closed it (the caller then releases it).
+func (sess *session) markClosed() bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.closed {
+		return false
+	}
+	sess.closed = true
+	return true
+}
+
+// release ends a closed session's context and closes its ring when the
+// ring holds resources (buffer's package doc). Called once, without the
+// session's lock.
+func (sess *session) release() {
+	sess.cancel()
+	if c, ok := sess.ring.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			sess.srv.log.Error("close ring", "session", sess.id, "err", err)
+		}
+	}
+}
+
+// attachFresh attaches the connection that created the session (c.attach
+// has named it already) and greets it with system.connected.
 func (sess *session) attachFresh(c *conn) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	c.sess = sess
 	sess.conn = c
 	c.send(sess.frame(wsproto.EventConnected, "", "connected", &wsproto.Connected{
 		SessionID:      sess.id,
@@ -101,12 +136,16 @@ func (sess *session) detach(c *conn) {
 	}
 }
 
-// expire frees a session whose TTL ran out, unless a connection came back.
-func (sess *session) expire() {
+// expire frees a session whose TTL had run out at now, unless a connection
+// came back. The TTL is checked again under the lock: the sweeper chose the
+// session from a reading taken without it, and the session may have been
+// resumed and dropped again since, which restarts its TTL.
+func (sess *session) expire(now time.Time) bool {
 	sess.mu.Lock()
-	if sess.conn != nil || sess.closed || sess.detachedAt.Load() == 0 {
+	at := sess.detachedAt.Load()
+	if sess.conn != nil || sess.closed || at == 0 || now.Sub(time.Unix(0, at)) < sess.srv.opts.SessionTTL {
 		sess.mu.Unlock()
-		return
+		return false
 	}
 	sess.closed = true
 	r := sess.run
@@ -114,13 +153,16 @@ func (sess *session) expire() {
 	if r != nil {
 		r.cancel(errSessionExpired)
 	}
-	sess.srv.mu.Lock()
-	delete(sess.srv.sessions, sess.id)
-	sess.srv.mu.Unlock()
+	sess.srv.forget(sess)
+	sess.release()
 	sess.srv.log.Info("session expired", "session", sess.id)
+	return true
 }
 
-var errSessionExpired = errors.New("session expired")
+var (
+	errSessionExpired = errors.New("session expired")
+	errSessionClosed  = errors.New("session closed")
+)
 
 // frame encodes an unsequenced frame for this session.
 func (sess *session) frame(event, stepID, content string, meta any) []byte {
@@ -160,9 +202,12 @@ func (sess *session) emit(event, stepID, content string, meta any) {
 }
 
 func (sess *session) emitLocked(event, stepID, content string, meta any) {
+	if sess.closed || sess.ctx.Err() != nil {
+		return // freed, or being freed: a run winding down has no one to tell
+	}
 	id := newEventID()
 	now := time.Now()
-	e, err := sess.ring.Append(context.Background(), id, func(seq uint64) ([]byte, error) {
+	e, err := sess.ring.Append(sess.ctx, id, func(seq uint64) ([]byte, error) {
 		b, err := wsproto.AppendFrame(sess.scratch[:0], wsproto.Frame{
 			Event:     event,
 			EventID:   id,
@@ -222,7 +267,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		old.mu.Unlock()
 		return rejected
 	}
-	ctx := context.Background()
+	ctx := old.ctx
 	last, lastSum, err := old.ring.Last(ctx)
 	if err != nil {
 		old.mu.Unlock()
@@ -261,7 +306,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	prev := old.conn
 	old.conn = c
 	old.detachedAt.Store(0)
-	c.sess = old
+	c.attach(old)
 	c.send(frames...)
 	old.mu.Unlock()
 

@@ -130,8 +130,8 @@ func BenchmarkResumeFullRingServer(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		c := &conn{srv: srv, log: srv.log, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{}), frames: 1}
-		c.sess = srv.newSession()
+		c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{}), frames: 1}
+		c.attach(srv.newSession())
 		b.StartTimer()
 		if e := srv.resume(c, req); e != nil {
 			b.Fatal(e.Message)

@@ -1,7 +1,11 @@
 // Command baton-load drives any Baton with many sessions and checks, with
 // zero tolerance, that no event is lost, duplicated or reordered: every
-// session's seqs must be contiguous, every resume's checksum must equal the
-// server's, and every run must end in agent.final_answer. It answers
+// session's seqs must be contiguous with no seq delivered twice, every
+// replay must be exactly the events after the client's last seq, every
+// resume's checksum must equal the server's, and every run must end in
+// agent.final_answer (the client package records the first three as
+// violations). A resync's snapshot stands for the events it replaces: a run
+// it shows is started, and one it shows over has ended. It answers
 // confirmations itself, drops connections at random to exercise resume,
 // and reports throughput and delivery latency.
 //
@@ -278,34 +282,18 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		res.violations = append(res.violations, fmt.Sprintf("session %d: ", i)+fmt.Sprintf(format, args...))
 	}
 
-	var mu sync.Mutex // guards ended, endReason, started, latencies
-	var ended, started int
-	var endReason string
-	seenRuns := map[string]bool{}
+	var mu sync.Mutex // guards res.latencies
+	tracked := newRuns()
 	onEvent := func(f client.Frame) {
+		tracked.frame(f)
 		if !wsproto.Sequenced(f.Event) {
 			return
 		}
 		cnt.events.Add(1)
-		mu.Lock()
-		defer mu.Unlock()
 		if !f.Replayed {
+			mu.Lock()
 			res.latencies = append(res.latencies, f.Received.Sub(f.Timestamp))
-		}
-		var m struct {
-			RunID string `json:"run_id"`
-		}
-		json.Unmarshal(f.Metadata, &m)
-		if m.RunID != "" && !seenRuns[m.RunID] {
-			seenRuns[m.RunID] = true
-			started++
-		}
-		switch f.Event {
-		case wsproto.EventFinalAnswer:
-			ended++
-		case wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
-			ended++
-			endReason = f.Event + " " + string(f.Metadata)
+			mu.Unlock()
 		}
 	}
 	onConfirm := func(c wsproto.UserConfirm) *client.Answer {
@@ -374,6 +362,7 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		rctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
 		// Start the run; a start lost with a dropped connection is sent again.
 		for {
+			resumes := cl.View().Stats.Resumes
 			var serr error
 			switch {
 			case w.tasks != nil:
@@ -388,22 +377,26 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 				fail("run %d: the client closed", r+1)
 				return res
 			}
-			// Any other send error means the frame did not leave (the client
-			// is between connections); like a start lost with a dropped
-			// connection, it is sent again when the run has not started.
+			if serr != nil {
+				// The frame did not leave: the client is between connections.
+				// Send it again once it has resumed (or give up with the run).
+				if cl.Wait(rctx, func(v client.View) bool { return v.Stats.Resumes > resumes }) != nil {
+					break
+				}
+				continue
+			}
+			// Sent, but it may be lost with a connection dropped before the
+			// server read it: sent again when the run has not started.
 			sctx, scancel := context.WithTimeout(rctx, 2*time.Second)
-			werr := cl.Wait(sctx, func(client.View) bool { mu.Lock(); defer mu.Unlock(); return started > r })
+			werr := cl.Wait(sctx, func(client.View) bool { started, _ := tracked.counts(); return started > r })
 			scancel()
 			if werr == nil || rctx.Err() != nil {
 				break
 			}
 		}
-		err = cl.Wait(rctx, func(client.View) bool { mu.Lock(); defer mu.Unlock(); return ended > r })
+		err = cl.Wait(rctx, func(client.View) bool { _, ended := tracked.counts(); return ended > r })
 		cancel()
-		mu.Lock()
-		reason := endReason
-		endReason = ""
-		mu.Unlock()
+		reason := tracked.lastReason()
 		switch {
 		case err != nil:
 			fail("run %d did not end: %v", r+1, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -15,6 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/buffer/buffertest"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
@@ -23,12 +26,17 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // baton starts an in-process Baton with the simulated model.
-func baton(t *testing.T) string {
+func baton(t *testing.T) string { return batonWith(t, orchestrator.Options{}) }
+
+// batonWith is baton with options (retry base and logger are set here).
+func batonWith(t *testing.T, opts orchestrator.Options) string {
 	t.Helper()
 	d := time.Millisecond
+	opts.RetryBase = 5 * time.Millisecond
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	orch, err := orchestrator.New(orchestrator.Models{
 		Planner: &planner.Sim{Delay: d}, Solver: &solver.Sim{Delay: d}, Aggregator: &aggregator.Sim{Delay: d},
-	}, &orchestrator.Options{RetryBase: 5 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +46,18 @@ func baton(t *testing.T) string {
 		orch.Close(context.Background())
 	})
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
+}
+
+// load runs the tool with args (and -json -quiet) and returns its report.
+func load(t *testing.T, args ...string) (Report, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), append(args, "-json", "-quiet"), &out, &errOut)
+	var rep Report
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+		t.Fatalf("report: %v (run: %v)\n%s\n%s", jerr, err, out.String(), errOut.String())
+	}
+	return rep, err
 }
 
 // TestLoadWithDrops is the short correctness load run of the README's test
@@ -100,5 +120,57 @@ func TestLoadReportsViolations(t *testing.T) {
 	json.Unmarshal(out.Bytes(), &rep)
 	if err == nil || rep.ViolationsNum != 2 || !strings.Contains(rep.Violations[0], "without a final answer") {
 		t.Fatalf("run: %v, report %+v; want two violations", err, rep)
+	}
+}
+
+// TestLoadWithResyncs: a ring far smaller than what a session produces
+// while its connection is down, so most resumes are resyncs, some spanning
+// a run's start or end (the snapshot is then all the tool learns of it).
+// Not one violation.
+func TestLoadWithResyncs(t *testing.T) {
+	url := batonWith(t, orchestrator.Options{BufferSize: 12})
+	rep, err := load(t, "-url", url, "-sessions", "16", "-runs", "4", "-ramp", "100ms",
+		"-drop-rate", "300", "-ack-every", "4", "-seed", "5")
+	if err != nil || rep.ViolationsNum != 0 {
+		t.Fatalf("run: %v; violations %v", err, rep.Violations)
+	}
+	if rep.Runs != 16*4 || rep.Resyncs == 0 || rep.Resumes == rep.Resyncs || rep.Duplicates != 0 {
+		t.Errorf("report %+v: want 64 runs, resyncs and replays, no duplicate", rep)
+	}
+	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs", rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs)
+}
+
+// TestLoadCatchesABrokenServer: a server that breaks a single replay in the
+// whole load — one event again, one left out, two swapped — fails the tool.
+// The break is a Ring (buffertest.Faulty) given to a real orchestrator, and
+// the load goes through the tool's own run.
+func TestLoadCatchesABrokenServer(t *testing.T) {
+	tests := []struct {
+		fault buffertest.Fault
+		want  string // in a violation
+	}{
+		{buffertest.Duplicate, "duplicate: event seq"},
+		{buffertest.Drop, "gap: event seq"},
+		{buffertest.Reorder, "gap: event seq"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fault.String(), func(t *testing.T) {
+			t.Parallel() // each mostly waits: for drops, and for starts sent between connections
+			faults := &buffertest.Faults{Fault: tt.fault, Limit: 1}
+			url := batonWith(t, orchestrator.Options{
+				NewRing: func(n int) buffer.Ring { return buffertest.Faulty(buffer.NewMemory(n), faults) }})
+			// Task lists only: an event lost with a question would hold the
+			// run until the question expired.
+			rep, err := load(t, "-url", url, "-sessions", "12", "-runs", "4", "-ramp", "50ms", "-mix", "tasks=2,flaky=1",
+				"-drop-rate", "300", "-ack-every", "7", "-run-timeout", "10s")
+			if faults.Broken() != 1 {
+				t.Fatalf("the fault was applied %d times, want once (drops %d, resumes %d): raise the drop rate",
+					faults.Broken(), rep.Drops, rep.Resumes)
+			}
+			if !errors.Is(err, errViolations) || !strings.Contains(strings.Join(rep.Violations, "\n"), tt.want) {
+				t.Fatalf("run: %v; violations %q: want %q among them", err, rep.Violations, tt.want)
+			}
+			t.Logf("drops %d, resumes %d; caught: %q", rep.Drops, rep.Resumes, rep.Violations)
+		})
 	}
 }

@@ -238,6 +238,39 @@ func TestRetryDelays(t *testing.T) {
 	}
 }
 
+// TestRetryAfterIsCapped: a model's Retry-After of a day is waited 30 s
+// at most (the backoff cap), in planning and in a task; the wait still ends
+// at once on a cancel.
+func TestRetryAfterIsCapped(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	tests := []struct {
+		name  string
+		start func(c *conn)
+		stage string
+	}{
+		{"planning", func(c *conn) { c.message("Plan it [sim:plan_fail=rate_limit*1] [sim:retry_after=24h]") }, "plan"},
+		{"a task", func(c *conn) {
+			c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{
+				failTask("r", "[sim:fail=rate_limit*1][sim:retry_after=24h]")}})
+		}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := connect(t, base)
+			tt.start(c)
+			frames := c.until(wsproto.EventRecoveryStarted)
+			m := meta[wsproto.RecoveryStarted](t, frames[len(frames)-1])
+			if m.Stage != tt.stage || m.DelayMS != 30_000 {
+				t.Errorf("error.recovery_started %+v: want stage %q and delay_ms 30000", m, tt.stage)
+			}
+			c.send("user.cancel", nil)
+			c.until(wsproto.EventPipelineCancelled)
+		})
+	}
+}
+
 // TestTwoPendingDecisions: two tasks fail at once; each waits on its own
 // question, and the state snapshot shows both.
 func TestTwoPendingDecisions(t *testing.T) {

@@ -122,3 +122,38 @@ func TestLogs(t *testing.T) {
 		t.Errorf("the log holds client text:\n%s", text)
 	}
 }
+
+// TestConnectionLogsNameTheResumedSession: once a connection has resumed a
+// session, its log lines name that session, not the fresh one it was given
+// and that the resume discarded.
+func TestConnectionLogsNameTheResumedSession(t *testing.T) {
+	t.Parallel()
+	logs := &logSink{}
+	base := startServerLogging(t, logs, "--log-level", "debug", "--ping-interval", "50ms", "--pong-timeout", "200ms")
+	c, hello := connect(t, base)
+	if err := c.ws.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	// The resumed connection reads its system.connected and then nothing
+	// more, so it answers no ping: the server drops it and logs why.
+	r := dial(t, base)
+	fresh := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
+	r.send("user.reconnect_with_state", map[string]any{"session_id": hello.SessionID,
+		"resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""})
+	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resumed || m.SessionID != hello.SessionID {
+		t.Fatalf("resume: %+v", m)
+	}
+	// frames 1: the resumed connection (the first one sent none).
+	dropped := map[string]any{"session": hello.SessionID, "end": "server dropped: no pong", "frames": 1}
+	eventually(t, "the resumed connection's drop to be logged", func() bool {
+		return logs.find(t, "connection closed", dropped) != nil
+	})
+	if logs.find(t, "no pong; dropping connection", map[string]any{"session": hello.SessionID}) == nil {
+		t.Errorf("no \"no pong\" line names the resumed session %s", hello.SessionID)
+	}
+	for _, rec := range logs.records(t) {
+		if rec["session"] == fresh.SessionID && rec["msg"] != "connection opened" {
+			t.Errorf("a line after the resume names the discarded session: %v", rec)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -417,6 +418,48 @@ func TestCancel(t *testing.T) {
 			}
 			c.send("user.cancel", nil)
 			c.expectError("no_active_run")
+		})
+	}
+}
+
+// TestMaxParallelFlag: --max-parallel bounds the tasks of a run executing
+// at once, as the client sees it: solver.start events not yet followed by
+// their task's solver.completed. The scheduler emits both, in its own
+// order, so the count does not depend on timing: a server that ignored the
+// flag would start all six independent tasks before any completion.
+func TestMaxParallelFlag(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"one", []string{"--max-parallel", "1"}, 1},
+		{"three", []string{"--max-parallel", "3"}, 3},
+		{"the default, four", nil, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _ := connect(t, startServer(t, tt.args...))
+			var tasks []wsproto.Task
+			for i := range 6 {
+				tasks = append(tasks, sleepTask(fmt.Sprint("t", i), "5ms"))
+			}
+			running, peak, completed := 0, 0, 0
+			for _, f := range solveAll(t, c, tasks) {
+				switch f.Event {
+				case wsproto.EventSolverStart:
+					running++
+					peak = max(peak, running)
+				case wsproto.EventSolverCompleted:
+					running--
+					completed++
+				}
+			}
+			if peak != tt.want || completed != 6 {
+				t.Errorf("%d tasks executing at once, %d completed; want %d at once and 6 completed", peak, completed, tt.want)
+			}
 		})
 	}
 }

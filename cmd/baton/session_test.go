@@ -160,9 +160,14 @@ func TestReplayCountsAndChecksum(t *testing.T) {
 	}
 }
 
-// TestResync: a gap, a checksum mismatch and a last_seq ahead of the
-// server each get a snapshot; applying it and then the live events gives
-// the same state as applying every event.
+// TestResync: a gap (events evicted from a small ring), a checksum
+// mismatch and a last_seq ahead of the server each get a snapshot equal to
+// the state of a client that saw every event, and applying it and then the
+// live events ends in the same state as applying every event.
+//
+// The run stops on a question before the resume, so the first connection
+// holds every event up to the snapshot: the reference never needs the
+// server's ring, which in the gap case has lost the start.
 func TestResync(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -180,14 +185,32 @@ func TestResync(t *testing.T) {
 			base := startServer(t, tt.args...)
 			c, hello := connect(t, base)
 			sent := []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}, {ID: "b", Title: "B", DependsOn: []string{}},
-				sleepTask("slow", "300ms", "a")}
+				{ID: "ask", Title: "Ask", Description: "[sim:ask=Which one?]", DependsOn: []string{"a", "b"}},
+				{ID: "end", Title: "End", DependsOn: []string{"ask"}}}
 			c.send("user.solve_tasks", map[string]any{"tasks": sent})
-			var early []client.Frame
-			for len(early) < 12 {
-				early = append(early, c.next())
+			early := c.until(wsproto.EventUserConfirm) // then nothing until the answer
+			question := meta[wsproto.UserConfirm](t, early[len(early)-1])
+			sums := checksums(early)
+			latest := uint64(len(sums) - 1)
+			// The reference is the client that sent the tasks and saw every
+			// event: no event carries a user.solve_tasks list, it knows it.
+			var ref wsproto.State
+			apply := func(st *wsproto.State, frames []client.Frame) {
+				for _, f := range frames {
+					if !wsproto.Sequenced(f.Event) {
+						continue
+					}
+					if st.Run == nil && f.Event == wsproto.EventSolverStart {
+						st.BeginSolving(meta[wsproto.SolverStart](t, f).RunID, "", sent)
+					}
+					if err := st.ApplyJSON(f.Event, f.Metadata); err != nil {
+						t.Fatalf("apply %s: %v", f.Event, err)
+					}
+				}
 			}
-			from, sum := tt.from(checksums(early))
+			apply(&ref, early)
 
+			from, sum := tt.from(sums)
 			r := resume(t, base, hello, from, sum)
 			m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
 			if !m.Resumed || !m.Resync || m.Replayed == nil || *m.Replayed != 0 {
@@ -197,44 +220,42 @@ func TestResync(t *testing.T) {
 			if snap.Seq != m.LastSeq || snap.StateChecksum != m.StateChecksum || snap.Run == nil {
 				t.Fatalf("snapshot %+v vs connected %+v", snap, m)
 			}
+			if snap.Seq != latest || snap.StateChecksum != sums[latest] {
+				t.Fatalf("snapshot at seq %d (%s), want the question's seq %d (%s)", snap.Seq, snap.StateChecksum, latest, sums[latest])
+			}
 			if c.closeCode() != 4000 {
 				t.Errorf("the replaced connection was not closed with 4000")
 			}
+			same := func(when string, got, want wsproto.State) {
+				t.Helper()
+				g, _ := json.Marshal(got.Snapshot(0, ""))
+				w, _ := json.Marshal(want.Snapshot(0, ""))
+				if string(g) != string(w) {
+					t.Errorf("%s: state from the snapshot:\n%s\nfrom every event:\n%s", when, g, w)
+				}
+			}
 			state := wsproto.State{Phase: snap.Phase, Run: snap.Run}
-			sumAfter := snap.StateChecksum
+			same("at the snapshot", state, ref)
+
+			// Answer from the new connection; both clients record it.
+			r.respond(question.StepID, map[string]any{"text": "the first"})
+			state.Answer(question.StepID, "the first")
+			ref.Answer(question.StepID, "the first")
 			live := r.until(wsproto.EventFinalAnswer)
 			checkStream(t, live, snap.Seq+1)
+			sumAfter := snap.StateChecksum
 			for _, f := range live {
-				state.ApplyJSON(f.Event, f.Metadata)
 				sumAfter = buffer.NextChecksum(sumAfter, f.EventID)
 			}
+			apply(&state, live)
+			apply(&ref, live)
+			same("at the end", state, ref)
 
-			// Every event from the start, by a replay from 0 (the ring still
-			// has them all unless it is the small one).
-			all := resume(t, base, hello, 0, "")
-			am := meta[wsproto.Connected](t, all.expect(wsproto.EventConnected))
-			if am.StateChecksum != sumAfter {
-				t.Errorf("checksum after snapshot + live %s, server %s", sumAfter, am.StateChecksum)
-			}
-			if am.Resync {
-				return // the 8-entry ring no longer holds the start
-			}
-			// The reference is the client that sent the tasks and saw every
-			// event: no event carries a user.solve_tasks list, it knows it.
-			var full wsproto.State
-			var ref wsproto.State
-			for range *am.Replayed {
-				f := all.next()
-				if full.Run == nil && f.Event == wsproto.EventSolverStart {
-					full.BeginSolving(meta[wsproto.SolverStart](t, f).RunID, "", sent)
-				}
-				full.ApplyJSON(f.Event, f.Metadata)
-			}
-			ref = state
-			a, _ := json.Marshal(full.Snapshot(0, ""))
-			b, _ := json.Marshal(ref.Snapshot(0, ""))
-			if string(a) != string(b) {
-				t.Errorf("state from snapshot+live:\n%s\nfrom every event:\n%s", b, a)
+			// The server agrees with the chain: resuming at the end with it
+			// is a replay of nothing.
+			end := resume(t, base, hello, live[len(live)-1].Seq, sumAfter)
+			if em := meta[wsproto.Connected](t, end.expect(wsproto.EventConnected)); em.Resync || *em.Replayed != 0 {
+				t.Errorf("resume with the checksum after snapshot + live: %+v, want a replay of nothing", em)
 			}
 		})
 	}

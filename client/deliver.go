@@ -1,0 +1,132 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// deliver applies one frame: sequenced events once, in order; snapshots
+// replace the state.
+func (c *Client) deliver(f Frame) {
+	var confirms []wsproto.UserConfirm
+	var ack []byte
+	c.mu.Lock()
+	c.delivering = true
+	switch {
+	case f.Seq != 0:
+		if f.Seq <= c.lastSeq {
+			// Dropped, so the application still sees each event once; and
+			// reported, because the server must never send it.
+			c.stats.Duplicates++
+			c.violation("duplicate: event seq %d (%s) at or below the last applied seq %d", f.Seq, f.Event, c.lastSeq)
+			c.mu.Unlock()
+			c.wake() // the view changed: a waiter may be counting violations
+			return
+		}
+		if f.Seq != c.lastSeq+1 {
+			c.violation("gap: event seq %d after %d", f.Seq, c.lastSeq)
+		}
+		c.lastSeq = f.Seq
+		f.Replayed = f.Seq <= c.replayTo
+		c.checksum = buffer.NextChecksum(c.checksum, f.EventID)
+		if want, ok := c.expectSum[f.Seq]; ok {
+			delete(c.expectSum, f.Seq)
+			if want != c.checksum {
+				c.violation("checksum at seq %d: client %s, server %s", f.Seq, c.checksum, want)
+			}
+		}
+		c.stats.Events++
+		if err := c.state.ApplyJSON(f.Event, f.Metadata); err != nil {
+			c.violation("seq %d: %v", f.Seq, err)
+		}
+		switch f.Event {
+		case wsproto.EventUserConfirm:
+			var m wsproto.UserConfirm
+			if json.Unmarshal(f.Metadata, &m) == nil {
+				confirms = append(confirms, m)
+			}
+		case wsproto.EventFinalAnswer, wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
+			clear(c.answers)
+		}
+		if c.opts.AckEvery > 0 {
+			if c.sinceAck++; c.sinceAck >= c.opts.AckEvery {
+				c.sinceAck = 0
+				ack, _ = json.Marshal(map[string]any{"event": wsproto.EventUserAck, "metadata": map[string]any{"last_seq": f.Seq}})
+			}
+		}
+	case f.Event == wsproto.EventStateSnapshot:
+		var s wsproto.Snapshot
+		if err := json.Unmarshal(f.Metadata, &s); err != nil {
+			c.violation("snapshot: %v", err)
+			break
+		}
+		c.lastSeq, c.checksum = s.Seq, s.StateChecksum
+		c.state = wsproto.State{Phase: s.Phase, Run: s.Run}
+		clear(c.expectSum)
+		if s.Run != nil {
+			for _, p := range s.Run.PendingConfirm {
+				if _, answered := c.answers[p.StepID]; !answered {
+					confirms = append(confirms, p)
+				}
+			}
+		}
+	case f.Event == wsproto.EventError:
+		c.stats.Errors++
+	}
+	ws := c.ws
+	c.mu.Unlock()
+
+	// Waiters are woken last: a condition may read what OnEvent records or
+	// what OnConfirm answers, and must see it once it sees this frame.
+	defer c.wake()
+	if c.opts.OnEvent != nil {
+		c.opts.OnEvent(f)
+	}
+	if ack != nil {
+		ws.Write(context.Background(), websocket.MessageText, ack)
+	}
+	for _, confirm := range confirms {
+		if c.opts.OnConfirm == nil {
+			break
+		}
+		if a := c.opts.OnConfirm(confirm); a != nil {
+			c.Respond(context.Background(), confirm.StepID, *a)
+		}
+	}
+}
+
+// wake ends a frame's delivery and tells every Wait that the client's view
+// may have changed. Every call of deliver ends with one.
+func (c *Client) wake() {
+	c.mu.Lock()
+	c.delivering = false
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// checkReplay checks a resume answered with a replay (§3.5): the server
+// says it replays the events after the client's last seq up to its latest,
+// and how many that is. Each event's own seq is checked as it arrives.
+func (c *Client) checkReplay(m wsproto.Connected) {
+	switch {
+	case m.LastSeq < c.lastSeq:
+		c.violation("replay: the client is at seq %d, the server's latest is %d; want a resync", c.lastSeq, m.LastSeq)
+	case m.Replayed == nil || uint64(*m.Replayed) != m.LastSeq-c.lastSeq:
+		n := "none"
+		if m.Replayed != nil {
+			n = fmt.Sprint(*m.Replayed)
+		}
+		c.violation("replay: %s events announced from seq %d to %d, want %d", n, c.lastSeq, m.LastSeq, m.LastSeq-c.lastSeq)
+	}
+}
+
+func (c *Client) violation(format string, args ...any) {
+	c.stats.Violations = append(c.stats.Violations, fmt.Sprintf(format, args...))
+}
