@@ -99,23 +99,6 @@ func TestDecodeTextMessages(t *testing.T) {
 	}
 }
 
-func FuzzDecodeText(f *testing.F) {
-	for _, s := range []string{`{"event":"user.message","content":"hi"}`, `{"event":"user.ack","metadata":{"last_seq":1}}`,
-		`{"event":"user.solve_tasks","metadata":{"tasks":[{"id":"a","title":"A","depends_on":["b"]}]}}`,
-		`{"event":"user.response","step_id":"s","metadata":{"confirmed":true,"tasks":[]}}`, `[]`, `{"event":5}`, "\xff"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		req, e := wsproto.DecodeText(data)
-		if (req == nil) == (e == nil) {
-			t.Fatalf("DecodeText(%q) = %v, %v: want exactly one", data, req, e)
-		}
-		if e != nil && e.Code == "" {
-			t.Fatalf("error without a code")
-		}
-	})
-}
-
 func TestValidateTasks(t *testing.T) {
 	tk := func(id, title string, deps ...string) wsproto.Task {
 		return wsproto.Task{ID: id, Title: title, DependsOn: deps}
