@@ -49,6 +49,8 @@ func TestDecodeText(t *testing.T) {
 		{"missing event", `{}`, nil, "invalid_message", ""},
 		{"empty event", `{"event":""}`, nil, "invalid_message", ""},
 		{"event a number", `{"event":5}`, nil, "invalid_message", ""},
+		{"content a number", `{"event":"user.message","content":5}`, nil, "invalid_message", "user.message"},
+		{"step_id a number", `{"event":"user.response","step_id":1,"metadata":{"confirmed":true}}`, nil, "invalid_message", "user.response"},
 		{"metadata a string", `{"event":"user.ack","metadata":"x"}`, nil, "invalid_message", "user.ack"},
 		{"metadata an array", `{"event":"user.ack","metadata":[]}`, nil, "invalid_message", "user.ack"},
 		{"last_seq negative", `{"event":"user.ack","metadata":{"last_seq":-1}}`, nil, "invalid_message", "user.ack"},
