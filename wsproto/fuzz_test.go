@@ -3,6 +3,7 @@ package wsproto_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -214,12 +215,17 @@ var taskCodes = []string{
 // valid by the reference's rules, its cycle check a different algorithm
 // (Kahn's) from the validator's depth-first search.
 func FuzzValidateTasks(f *testing.F) {
+	// Two bytes a task: id taskIDs[b%7] (1 is "a", 2 "b" …), an empty title
+	// when b>>3&7 is 1; then the number of dependencies, each a byte
+	// (taskIDs[d%8]: 7 is "z", unknown).
 	f.Add([]byte{}, uint8(50))
-	f.Add([]byte{0x11, 0x00}, uint8(50))                                           // one task, no dependency
-	f.Add([]byte{0x11, 0x01, 0x01}, uint8(0))                                      // a depends on itself
-	f.Add([]byte{0x11, 0x01, 0x02, 0x12, 0x01, 0x03, 0x13, 0x01, 0x01}, uint8(50)) // a→b→c→a
-	f.Add([]byte{0x11, 0x00, 0x11, 0x00, 0x00, 0x00}, uint8(1))                    // duplicate, empty id, too many
-	f.Add([]byte{0x09, 0x01, 0x07}, uint8(50))                                     // empty title, unknown dependency
+	f.Add([]byte{1, 0}, uint8(50))                                  // a
+	f.Add([]byte{1, 0, 2, 1, 1, 3, 1, 1, 4, 2, 2, 3}, uint8(50))    // a diamond
+	f.Add([]byte{1, 1, 1}, uint8(0))                                // a depends on itself
+	f.Add([]byte{1, 1, 2, 2, 1, 3, 3, 1, 1}, uint8(50))             // a→b→c→a
+	f.Add([]byte{1, 0, 1, 0, 0, 0}, uint8(2))                       // a duplicate, an empty id, too many
+	f.Add([]byte{9, 1, 7}, uint8(50))                               // an empty title, an unknown dependency
+	f.Add([]byte{1, 1, 0, 2, 2, 1, 2, 3, 2, 1, 1, 1, 3}, uint8(50)) // an empty dependency, a cycle behind duplicates
 	f.Fuzz(func(t *testing.T, data []byte, maxTasks uint8) {
 		tasks := tasksFrom(data)
 		got := wsproto.ValidateTasks(tasks, int(maxTasks))
@@ -231,15 +237,15 @@ func FuzzValidateTasks(f *testing.F) {
 		want := referenceProblems(tasks, int(maxTasks))
 		for _, code := range taskCodes {
 			if counts[code] != want[code] {
-				t.Fatalf("tasks %+v (max %d): %d %s problems, the reference finds %d; all: %+v", tasks, maxTasks, counts[code], code, want[code], got)
+				t.Fatalf("tasks %+q (max %d): %d %s problems, the reference finds %d; all: %+v", tasks, maxTasks, counts[code], code, want[code], showProblems(got))
 			}
 			delete(counts, code)
 		}
 		if len(counts) != 0 {
-			t.Fatalf("tasks %+v: problems with codes outside §5.1: %+v", tasks, got)
+			t.Fatalf("tasks %+q: problems with codes outside §5.1: %v", tasks, showProblems(got))
 		}
 		if (got == nil) != (len(tasks) > 0 && sum(want) == 0) {
-			t.Fatalf("tasks %+v: ValidateTasks = %+v, reference %v", tasks, got, want)
+			t.Fatalf("tasks %+q: ValidateTasks = %v, reference %v", tasks, showProblems(got), want)
 		}
 	})
 }
@@ -255,9 +261,9 @@ func checkProblem(t *testing.T, tasks []wsproto.Task, p wsproto.TaskProblem) {
 		t.Fatalf("%s names a task: %+v", p.Code, p)
 	case listWide:
 	case p.Index == nil || *p.Index < 0 || *p.Index >= len(tasks) || tasks[*p.Index].ID != p.TaskID:
-		t.Fatalf("problem %+v does not name a task of the list %+v", p, tasks)
+		t.Fatalf("problem %+v does not name a task of the list %+q", p, tasks)
 	case p.Code == wsproto.ProblemCycle && !onCycle(tasks, p.TaskID):
-		t.Fatalf("cycle reported at %q, which is on no cycle: %+v", p.TaskID, tasks)
+		t.Fatalf("cycle reported at %q, which is on no cycle: %+q", p.TaskID, tasks)
 	}
 }
 
@@ -380,6 +386,17 @@ func onCycle(tasks []wsproto.Task, id string) bool {
 		}
 	}
 	return false
+}
+
+func showProblems(ps []wsproto.TaskProblem) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Code
+		if p.Index != nil {
+			out[i] += fmt.Sprintf("@%d(%q)", *p.Index, p.TaskID)
+		}
+	}
+	return out
 }
 
 func sum(m map[string]int) int {
