@@ -102,7 +102,7 @@ func (s *scheduler) apply(c Change) {
 		s.status[s.index[id]] = removed
 		s.retired = append(s.retired, id)
 	}
-	added := wsproto.NormalizeTasks(append([]wsproto.Task(nil), c.Add...))
+	added := wsproto.NormalizeTasks(append([]wsproto.Task{}, c.Add...)) // [] when nothing is added, as §11 writes it
 	for _, t := range added {
 		s.add(t)
 	}

@@ -96,7 +96,13 @@ func DecodeText(data []byte) (Request, *Error) {
 	}
 	var f clientFrame
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, &Error{Code: CodeInvalidMessage, Message: "bad envelope: " + fieldError(err)}
+		e := &Error{Code: CodeInvalidMessage, Message: "bad envelope: " + fieldError(err)}
+		if f.Event != nil {
+			// encoding/json fills the fields it can: an event read beside a
+			// mistyped field still names the frame (§2).
+			e.RefType = *f.Event
+		}
+		return nil, e
 	}
 	if f.Event == nil || *f.Event == "" {
 		return nil, &Error{Code: CodeInvalidMessage, Message: `frame has no "event"`}

@@ -109,6 +109,12 @@ func checkEndpoint(ctx context.Context, log *slog.Logger, ck endpointChecker, cf
 	}
 }
 
+// wrapHandlerKey is a test seam: when run's ctx carries a
+// func(http.Handler) http.Handler under it, Baton serves through that. The
+// end-to-end tests record every WebSocket frame this way, to check each
+// against docs/asyncapi.yaml (wire_test.go).
+type wrapHandlerKey struct{}
+
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
 // writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
@@ -156,8 +162,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		orch.Close(context.Background())
 		return fmt.Errorf("listen on %s %q: %w", c.src("addr"), c.addr, err)
 	}
+	handler := routes(orch)
+	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
+		handler = wrap(handler)
+	}
 	srv := &http.Server{
-		Handler:           routes(orch),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
 	}

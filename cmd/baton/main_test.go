@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +17,40 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/asyncapitest"
 	"github.com/baton-run/baton/wsproto"
 )
 
-// TestMain fails the suite if any goroutine outlives the tests: every
-// server is shut down through run's context, which must leave nothing.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the suite if any goroutine outlives the tests (every
+// server is shut down through run's context, which must leave nothing), or,
+// when every test ran, if docs/asyncapi.yaml has an event the suite never
+// produced (wire_test.go).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(wireCovered{m}) }
+
+// wireCovered runs the tests, then checks what they validated.
+type wireCovered struct{ m *testing.M }
+
+func (w wireCovered) Run() int {
+	code := w.m.Run()
+	if code != 0 || !wholeSuite() {
+		return code
+	}
+	spec, err := loadSpec()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "docs/asyncapi.yaml:", err)
+		return 1
+	}
+	out := io.Discard
+	if testing.Verbose() {
+		out = os.Stdout
+	}
+	if err := wireSeen.covered(out, spec); err != nil {
+		wireSeen.covered(os.Stderr, spec)
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		return 1
+	}
+	return 0
+}
 
 // startServer runs the real program on a free port with the simulated
 // model and extra flags, and returns its base URL. The server is shut down,
@@ -51,6 +80,11 @@ func startServerLogging(t *testing.T, stderr io.Writer, args ...string) string {
 // result goes to done.
 func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, stderr io.Writer, args ...string) string {
 	t.Helper()
+	// Every frame either way is checked against docs/asyncapi.yaml once
+	// the server has stopped (cleanups run last-registered first).
+	tap := new(asyncapitest.Tap)
+	t.Cleanup(func() { checkWire(t, tap, wireSeen) })
+	ctx = context.WithValue(ctx, wrapHandlerKey{}, tap.Handler)
 	pr, pw := io.Pipe()
 	all := append([]string{"--addr", "127.0.0.1:0", "--sim-delay", "1ms", "--log-format", "json"}, args...)
 	go func() {
@@ -112,8 +146,14 @@ func (c *conn) sendRaw(typ websocket.MessageType, b []byte) {
 	}
 }
 
+// send writes a frame with only the fields it needs (§2): no metadata when
+// meta is nil.
 func (c *conn) send(event string, meta any) {
-	c.sendFrame(map[string]any{"event": event, "metadata": meta})
+	frame := map[string]any{"event": event}
+	if meta != nil {
+		frame["metadata"] = meta
+	}
+	c.sendFrame(frame)
 }
 
 func (c *conn) sendFrame(v map[string]any) {
