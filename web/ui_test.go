@@ -57,11 +57,7 @@ func TestUIEditedPlan(t *testing.T) {
 func TestUIDropMidRun(t *testing.T) {
 	srv := startServer(t, 150*time.Millisecond, nil)
 	p := openPage(t, srv)
-	p.request("Compare three laptops for travel")
-	p.waitPlan()
-	p.click("confirm-plan")
-	p.waitFor("a task to run", `!!document.querySelector('article[data-status="running"]')`)
-	p.mustBeMidRun()
+	p.runUntilATaskRuns("Compare three laptops for travel")
 	p.screenshot("running")
 	p.mustBeMidRun()
 	if srv.Cut() == 0 {
@@ -85,10 +81,7 @@ func TestUIDropMidRun(t *testing.T) {
 func TestUIReloadMidRun(t *testing.T) {
 	srv := startServer(t, 150*time.Millisecond, nil)
 	p := openPage(t, srv)
-	p.request("Write a short guide to sourdough")
-	p.waitPlan()
-	p.click("confirm-plan")
-	p.waitFor("a task to run", `!!document.querySelector('article[data-status="running"]')`)
+	p.runUntilATaskRuns("Write a short guide to sourdough")
 	var before string
 	p.eval(`window.batonClient.sessionId`, &before)
 	p.mustBeMidRun()
@@ -179,6 +172,17 @@ func (p *page) waitPlan() int {
 		p.t.Fatalf("the plan has %d tasks; the simulated planner makes 3 to 6", n)
 	}
 	return n
+}
+
+// runUntilATaskRuns sends a request, confirms its plan as it is, and
+// returns once a task runs, the run not over yet.
+func (p *page) runUntilATaskRuns(request string) {
+	p.t.Helper()
+	p.request(request)
+	p.waitPlan()
+	p.click("confirm-plan")
+	p.waitFor("a task to run", `!!document.querySelector('article[data-status="running"]')`)
+	p.mustBeMidRun()
 }
 
 // mustBeMidRun fails the test if the run already has its answer: a cut or
