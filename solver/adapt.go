@@ -138,12 +138,9 @@ func (s *scheduler) check(add []wsproto.Task, remove []string) ([]wsproto.Task, 
 func (s *scheduler) states() []wsproto.TaskState {
 	out := make([]wsproto.TaskState, 0, len(s.tasks))
 	for i, t := range s.tasks {
-		st := s.status[i]
-		switch st {
-		case removed:
+		st, ok := s.visibleStatus(i)
+		if !ok {
 			continue
-		case deciding:
-			st = wsproto.TaskFailed
 		}
 		out = append(out, wsproto.TaskState{Task: t, Status: st, Attempt: s.attempts[i], Result: s.results[t.ID], Error: s.errs[t.ID]})
 	}

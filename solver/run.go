@@ -522,16 +522,25 @@ func (s *scheduler) skipDependents(i int) {
 func (s *scheduler) snapshot() []TaskStatus {
 	out := make([]TaskStatus, 0, len(s.tasks))
 	for i, t := range s.tasks {
-		st := s.status[i]
-		switch st {
-		case removed:
-			continue
-		case deciding:
-			st = wsproto.TaskFailed
+		if st, ok := s.visibleStatus(i); ok {
+			out = append(out, TaskStatus{Task: t, Status: st})
 		}
-		out = append(out, TaskStatus{Task: t, Status: st})
 	}
 	return out
+}
+
+// visibleStatus is task i's status as clients and the decide step see it:
+// a task waiting for its decision counts as failed; a removed one is not
+// there (ok false).
+func (s *scheduler) visibleStatus(i int) (status string, ok bool) {
+	switch st := s.status[i]; st {
+	case removed:
+		return "", false
+	case deciding:
+		return wsproto.TaskFailed, true
+	default:
+		return st, true
+	}
 }
 
 func (s *scheduler) report() Report {
