@@ -22,7 +22,7 @@ func BenchmarkEmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close(b.Context())
-	sess := srv.newSession()
+	sess, _ := srv.newSession()
 	c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{})}
 	c.attach(sess)
 	sess.conn = c

@@ -208,7 +208,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess := s.newSession()
+	sess, token := s.newSession()
 	c := newConn(s, ws)
 	c.attach(sess)
 	s.mu.Lock()
@@ -225,7 +225,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.logger().Info("connection opened", "remote", r.RemoteAddr)
 	c.wg.Add(1)
 	go c.writeLoop()
-	sess.attachFresh(c)
+	sess.attachFresh(c, token)
 	err = c.readLoop()
 
 	close(c.gone)

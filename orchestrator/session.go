@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -21,10 +22,12 @@ import (
 // session is a client's state across connections: its ring, its
 // client-visible state, its run and its open confirmations.
 type session struct {
-	id    string
-	token string
-	srv   *Server
-	ring  buffer.Ring
+	id  string
+	srv *Server
+	// tokenHash is the SHA-256 of the resume token: the token itself is
+	// only ever known to the client (and to the store, hashed likewise).
+	tokenHash [sha256.Size]byte
+	ring      buffer.Ring
 	// ctx is the session's life, handed to every ring call: done once the
 	// session is freed (release).
 	ctx    context.Context
@@ -46,19 +49,21 @@ type session struct {
 	scratch []byte
 }
 
-func (s *Server) newSession() *session {
+// newSession makes a session and returns it with its resume token.
+func (s *Server) newSession() (*session, string) {
+	token := newToken()
 	sess := &session{
-		id:       "sess_" + uuid.NewString(),
-		token:    newToken(),
-		srv:      s,
-		ring:     s.opts.NewRing(s.opts.BufferSize),
-		confirms: make(map[string]*confirm),
+		id:        "sess_" + uuid.NewString(),
+		tokenHash: sha256.Sum256([]byte(token)),
+		srv:       s,
+		ring:      s.opts.NewRing(s.opts.BufferSize),
+		confirms:  make(map[string]*confirm),
 	}
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
-	return sess
+	return sess, token
 }
 
 // newToken returns a resume token of 256 random bits.
@@ -66,6 +71,12 @@ func newToken() string {
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// tokenMatches compares token with the session's in constant time.
+func (sess *session) tokenMatches(token string) bool {
+	h := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(h[:], sess.tokenHash[:]) == 1
 }
 
 func (s *Server) lookup(id string) *session {
@@ -113,14 +124,15 @@ func (sess *session) release() {
 }
 
 // attachFresh attaches the connection that created the session (c.attach
-// has named it already) and greets it with system.connected.
-func (sess *session) attachFresh(c *conn) {
+// has named it already) and greets it with system.connected, which carries
+// the session's resume token.
+func (sess *session) attachFresh(c *conn, token string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	sess.conn = c
 	c.send(sess.frame(wsproto.EventConnected, "", "connected", &wsproto.Connected{
 		SessionID:      sess.id,
-		ResumeToken:    sess.token,
+		ResumeToken:    token,
 		BufferCapacity: sess.ring.Cap(),
 	}))
 }
@@ -257,7 +269,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 	rejected := &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect, Message: "unknown or expired session, or wrong resume token"}
 	old := s.lookup(req.SessionID)
-	if old == nil || subtle.ConstantTimeCompare([]byte(old.token), []byte(req.ResumeToken)) != 1 {
+	if old == nil || !old.tokenMatches(req.ResumeToken) {
 		return rejected
 	}
 	fresh := c.sess
@@ -287,7 +299,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	frames := make([][]byte, 0, 2+n)
 	frames = append(frames, old.frame(wsproto.EventConnected, "", "resumed", &wsproto.Connected{
 		SessionID:      old.id,
-		ResumeToken:    old.token,
+		ResumeToken:    req.ResumeToken,
 		Resumed:        true,
 		LastSeq:        last,
 		StateChecksum:  lastSum,
