@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -22,7 +23,7 @@ func BenchmarkEmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close(b.Context())
-	sess, _ := srv.newSession()
+	sess, _, _ := srv.newSession(context.Background())
 	c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{})}
 	c.attach(sess)
 	sess.conn = c

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 )
 
 // conn is one WebSocket connection. The handler goroutine reads (readLoop)
@@ -19,9 +20,13 @@ type conn struct {
 	srv   *Server
 	limit int // most frames the queue may hold
 
+	id  string // unique among the server's connections, and the cluster's with its node
 	// sess is the session the connection is attached to. Only the reader
 	// goroutine reads or writes it.
 	sess *session
+	// remote is set instead when another server of the cluster owns the
+	// session the connection resumed (remote.go).
+	remote *remote
 	// log carries the id of the session the connection is attached to: the
 	// fresh one, then the resumed one. Every goroutine reads it; attach
 	// replaces it.
@@ -47,6 +52,7 @@ type conn struct {
 
 func newConn(srv *Server, ws *websocket.Conn) *conn {
 	return &conn{
+		id:    uuid.NewString(),
 		ws:    ws,
 		srv:   srv,
 		limit: srv.opts.SendQueue,
@@ -61,6 +67,15 @@ func newConn(srv *Server, ws *websocket.Conn) *conn {
 func (c *conn) attach(sess *session) {
 	c.sess = sess
 	c.log.Store(c.srv.log.With("session", sess.id))
+}
+
+// sessionID is the id of the session the connection is attached to, on
+// the reader goroutine.
+func (c *conn) sessionID() string {
+	if c.remote != nil {
+		return c.remote.id
+	}
+	return c.sess.id
 }
 
 // logger is the connection's log, naming its session.

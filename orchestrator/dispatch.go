@@ -30,7 +30,7 @@ func (c *conn) readLoop() error {
 		}
 		req, e := wsproto.DecodeText(data)
 		if e == nil {
-			if e = c.dispatch(req); e != nil && e.RefType == "" {
+			if e = c.dispatch(req, data); e != nil && e.RefType == "" {
 				e.RefType = req.Event() // every answer to a decoded frame names it
 			}
 		}
@@ -40,8 +40,18 @@ func (c *conn) readLoop() error {
 	}
 }
 
-func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
-	sess := c.sess
+func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
+	if r, ok := req.(*wsproto.Reconnect); ok {
+		return c.srv.resume(c, r)
+	}
+	if c.remote != nil {
+		return c.forward(data)
+	}
+	return c.sess.apply(req)
+}
+
+// apply carries out a client's command on the session.
+func (sess *session) apply(req wsproto.Request) *wsproto.Error {
 	switch req := req.(type) {
 	case *wsproto.Message:
 		return sess.startRun(req.Text, nil, req.Adaptive)
@@ -62,8 +72,6 @@ func (c *conn) dispatch(req wsproto.Request) *wsproto.Error {
 		return sess.replan(req.Feedback)
 	case *wsproto.Ack:
 		return sess.ack(req.LastSeq)
-	case *wsproto.Reconnect:
-		return c.srv.resume(c, req)
 	}
 	return &wsproto.Error{Code: wsproto.CodeUnknownType, Message: "unsupported event", RefType: req.Event()}
 }

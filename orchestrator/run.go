@@ -128,6 +128,8 @@ func invalidTasks(probs []wsproto.TaskProblem) *wsproto.Error {
 func (r *run) execute(tasks []wsproto.Task) {
 	defer r.sess.srv.runWG.Done()
 	defer r.cancel(nil)
+	r.markRunning(true)
+	defer r.markRunning(false)
 	summary := ""
 	var rejected []planner.Rejection
 	for tasks == nil {

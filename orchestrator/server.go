@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -68,7 +69,11 @@ type Options struct {
 	// defaults.
 	Loop solver.Loop
 	// NewRing makes a session's ring. Defaults to buffer.NewMemory.
+	// Unused with a Cluster, whose store makes the rings.
 	NewRing func(capacity int) buffer.Ring
+	// Cluster shares sessions with other servers through a store (Redis).
+	// Nil: sessions live in this server's memory only.
+	Cluster Cluster
 	// Logger receives the server's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -140,9 +145,15 @@ type Server struct {
 	conns    map[*conn]struct{}
 	closed   bool
 
+	// replies are the forwarded commands waiting for their owner's answer,
+	// by message id (remote.go). Guarded by mu.
+	replies map[uint64]chan message
+	nextMsg atomic.Uint64
+
 	connWG    sync.WaitGroup // connection handlers
 	runWG     sync.WaitGroup // pipeline runs
-	janitorWG sync.WaitGroup // the expiry sweeper
+	janitorWG sync.WaitGroup // the expiry sweeper, and with a cluster the orphan hunter
+	clusterWG sync.WaitGroup // with a cluster: the receiver of other servers' messages
 	stopSweep chan struct{}
 }
 
@@ -164,10 +175,17 @@ func New(models Models, opts *Options) (*Server, error) {
 		cancel:    cancel,
 		sessions:  make(map[string]*session),
 		conns:     make(map[*conn]struct{}),
+		replies:   make(map[uint64]chan message),
 		stopSweep: make(chan struct{}),
 	}
 	s.janitorWG.Add(1)
 	go s.sweep()
+	if o.Cluster != nil {
+		s.janitorWG.Add(1)
+		go s.adoptOrphans()
+		s.clusterWG.Add(1)
+		go s.listen()
+	}
 	return s, nil
 }
 
@@ -208,7 +226,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess, token := s.newSession()
+	sess, token, err := s.newSession(r.Context())
+	if err != nil {
+		s.log.Error("new session", "err", err)
+		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
+		return
+	}
 	c := newConn(s, ws)
 	c.attach(sess)
 	s.mu.Lock()
@@ -226,11 +249,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.wg.Add(1)
 	go c.writeLoop()
 	sess.attachFresh(c, token)
+	s.attachShared(c, sess.id)
 	err = c.readLoop()
 
 	close(c.gone)
+	if c.remote != nil {
+		c.remote.stop()
+	}
 	c.wg.Wait()
 	c.sess.detach(c)
+	s.detachShared(c)
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
@@ -273,10 +301,26 @@ func (s *Server) Close(ctx context.Context) error {
 
 	close(s.stopSweep)
 	s.janitorWG.Wait()
+	if s.opts.Cluster != nil {
+		// Seal every session before its run stops, so that nothing the
+		// run does while stopping reaches the store: it stays as the last
+		// checkpoint left it, to be continued by another server.
+		s.freeSessions()
+		if err := s.opts.Cluster.Leave(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("leave the cluster: %w", err))
+		}
+	}
 	s.cancel(ErrServerClosed)
+	s.clusterWG.Wait()
 	if err := waitCtx(ctx, &s.runWG); err != nil {
 		errs = append(errs, fmt.Errorf("close runs: %w", err))
 	}
+	s.freeSessions()
+	return errors.Join(errs...)
+}
+
+// freeSessions closes and releases every session.
+func (s *Server) freeSessions() {
 	s.mu.Lock()
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, sess := range s.sessions {
@@ -289,7 +333,6 @@ func (s *Server) Close(ctx context.Context) error {
 			sess.release()
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // waitCtx waits for wg, or until ctx is done and returns its error then.
@@ -325,7 +368,13 @@ func (s *Server) sweep() {
 			}
 			s.mu.Unlock()
 			for _, sess := range expired {
-				sess.expire(now)
+				if s.opts.Cluster != nil && s.stillAttached(sess.id) {
+					sess.detachedAt.Store(now.UnixNano()) // attached elsewhere: its TTL starts again when it leaves
+					continue
+				}
+				if sess.expire(now) && s.opts.Cluster != nil {
+					s.forgetShared(sess.id)
+				}
 			}
 		}
 	}

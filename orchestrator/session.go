@@ -7,7 +7,9 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,9 +27,12 @@ type session struct {
 	id  string
 	srv *Server
 	// tokenHash is the SHA-256 of the resume token: the token itself is
-	// only ever known to the client (and to the store, hashed likewise).
+	// only ever known to the client (the store keeps the hash too).
 	tokenHash [sha256.Size]byte
 	ring      buffer.Ring
+	// durable is ring when it writes to a cluster's store (nil in memory):
+	// events then reach the connection once the store holds them (deliver).
+	durable buffer.Durable
 	// ctx is the session's life, handed to every ring call: done once the
 	// session is freed (release).
 	ctx    context.Context
@@ -36,8 +41,10 @@ type session struct {
 	// connection is attached. The sweeper reads it without the lock.
 	detachedAt atomic.Int64
 
-	mu       sync.Mutex // guards the fields below; held across append+send and every ring call
-	conn     *conn
+	mu   sync.Mutex // guards the fields below; held across append+send and every ring call
+	conn *conn
+	// sent is the latest seq sent to conn, with a durable ring.
+	sent     uint64
 	state    wsproto.State
 	run      *run
 	confirms map[string]*confirm
@@ -49,21 +56,30 @@ type session struct {
 	scratch []byte
 }
 
-// newSession makes a session and returns it with its resume token.
-func (s *Server) newSession() (*session, string) {
+// newSession makes a session and returns it with its resume token. With a
+// cluster, the session is recorded in its store, owned by this server.
+func (s *Server) newSession(ctx context.Context) (*session, string, error) {
 	token := newToken()
 	sess := &session{
 		id:        "sess_" + uuid.NewString(),
 		tokenHash: sha256.Sum256([]byte(token)),
 		srv:       s,
-		ring:      s.opts.NewRing(s.opts.BufferSize),
 		confirms:  make(map[string]*confirm),
+	}
+	if s.opts.Cluster == nil {
+		sess.ring = s.opts.NewRing(s.opts.BufferSize)
+	} else {
+		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, Owner: s.opts.Cluster.Node()}, sess.hooks())
+		if err != nil {
+			return nil, "", fmt.Errorf("record session: %w", err)
+		}
+		sess.ring, sess.durable = d, d
 	}
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
-	return sess, token
+	return sess, token, nil
 }
 
 // newToken returns a resume token of 256 random bits.
@@ -75,8 +91,13 @@ func newToken() string {
 
 // tokenMatches compares token with the session's in constant time.
 func (sess *session) tokenMatches(token string) bool {
+	return tokenMatches(sess.tokenHash, token)
+}
+
+// tokenMatches reports, in constant time, whether token has the hash.
+func tokenMatches(hash [sha256.Size]byte, token string) bool {
 	h := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(h[:], sess.tokenHash[:]) == 1
+	return subtle.ConstantTimeCompare(h[:], hash[:]) == 1
 }
 
 func (s *Server) lookup(id string) *session {
@@ -178,10 +199,15 @@ var (
 
 // frame encodes an unsequenced frame for this session.
 func (sess *session) frame(event, stepID, content string, meta any) []byte {
+	return encodeFrame(sess.srv.log, sess.id, event, stepID, content, meta)
+}
+
+// encodeFrame encodes an unsequenced frame of a session.
+func encodeFrame(log *slog.Logger, sessionID, event, stepID, content string, meta any) []byte {
 	f := wsproto.Frame{
 		Event:     event,
 		EventID:   newEventID(),
-		SessionID: sess.id,
+		SessionID: sessionID,
 		StepID:    stepID,
 		Timestamp: time.Now(),
 		Content:   content,
@@ -189,7 +215,7 @@ func (sess *session) frame(event, stepID, content string, meta any) []byte {
 	}
 	b, err := wsproto.AppendFrame(nil, f)
 	if err != nil {
-		sess.srv.log.Error("encode frame", "session", sess.id, "event", event, "err", err)
+		log.Error("encode frame", "session", sessionID, "event", event, "err", err)
 		f.Event, f.Content = wsproto.EventError, "internal error"
 		f.Metadata = &wsproto.Error{Code: wsproto.CodeInternal, Message: "the server could not encode a frame"}
 		b, _ = wsproto.AppendFrame(nil, f)
@@ -243,6 +269,10 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 		return
 	}
 	sess.state.Apply(event, meta)
+	if sess.durable != nil {
+		sess.durable.Commit() // deliver sends it once the store has it
+		return
+	}
 	if sess.conn != nil {
 		sess.conn.send(e.Data)
 	}
@@ -257,66 +287,40 @@ func (sess *session) closeConfirmLocked(stepID string) {
 
 // sendError answers a client frame with system.error on its connection.
 func (c *conn) sendError(e *wsproto.Error) {
-	c.send(c.sess.frame(wsproto.EventError, "", e.Message, e))
+	c.send(encodeFrame(c.srv.log, c.sessionID(), wsproto.EventError, "", e.Message, e))
 }
 
 // resume attaches c to the session named in req, replaying or resyncing
-// (§3.5). It runs on c's reader goroutine.
+// (§3.5). It runs on c's reader goroutine. A session this server does not
+// hold is looked up in the cluster's store, if there is one.
 func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if c.frames > 1 {
 		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
 			Message: "user.reconnect_with_state must be the first frame of a connection"}
 	}
-	rejected := &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect, Message: "unknown or expired session, or wrong resume token"}
 	old := s.lookup(req.SessionID)
+	if old == nil && s.opts.Cluster != nil {
+		return s.resumeShared(c, req)
+	}
 	if old == nil || !old.tokenMatches(req.ResumeToken) {
-		return rejected
+		return errRejected
 	}
 	fresh := c.sess
 
 	old.mu.Lock()
 	if old.closed {
 		old.mu.Unlock()
-		return rejected
+		return errRejected
 	}
-	ctx := old.ctx
-	last, lastSum, err := old.ring.Last(ctx)
+	a, err := answerResume(old.ctx, old.ring, old.durable, &old.state, req)
 	if err != nil {
 		old.mu.Unlock()
 		s.log.Error("resume: read ring", "session", old.id, "err", err)
 		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
 	}
-	entries, err := old.ring.Since(ctx, req.LastSeq)
-	replay := err == nil
-	if replay && req.StateChecksum != "" {
-		sum, err := old.ring.Checksum(ctx, req.LastSeq)
-		replay = err == nil && sum == req.StateChecksum
-	}
-	n := 0
-	if replay {
-		n = len(entries)
-	}
-	frames := make([][]byte, 0, 2+n)
-	frames = append(frames, old.frame(wsproto.EventConnected, "", "resumed", &wsproto.Connected{
-		SessionID:      old.id,
-		ResumeToken:    req.ResumeToken,
-		Resumed:        true,
-		LastSeq:        last,
-		StateChecksum:  lastSum,
-		BufferCapacity: old.ring.Cap(),
-		Replayed:       &n,
-		Resync:         !replay,
-	}))
-	if replay {
-		for _, e := range entries {
-			frames = append(frames, e.Data)
-		}
-	} else {
-		snap := old.state.Snapshot(last, lastSum)
-		frames = append(frames, old.frame(wsproto.EventStateSnapshot, "", "state snapshot", &snap))
-	}
+	frames := a.frames(s.log, old.id, req.ResumeToken)
 	prev := old.conn
-	old.conn = c
+	old.conn, old.sent = c, a.last
 	old.detachedAt.Store(0)
 	c.attach(old)
 	c.send(frames...)
@@ -328,6 +332,88 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if fresh != old {
 		s.dropSession(fresh)
 	}
-	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", n, "resync", !replay)
+	s.attachShared(c, old.id)
+	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
 	return nil
+}
+
+var errRejected = &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect,
+	Message: "unknown or expired session, or wrong resume token"}
+
+// resumeAnswer is what a resume is answered with: the events the client
+// missed, or a snapshot of the state when they cannot be replayed.
+type resumeAnswer struct {
+	last     uint64 // the latest seq the client will have
+	lastSum  string
+	capacity int
+	entries  []buffer.Entry // the replay, or nil with snap
+	replayed int
+	resync   bool
+	snap     *wsproto.Snapshot
+}
+
+// answerResume reads ring for a client that has everything up to
+// req.LastSeq. With a durable ring only what the store holds is replayed
+// (the rest follows live), so that a client never holds an event a server
+// taking over would not have. st is the state the ring's events amount to;
+// it is read only on a resync. Called under the lock that guards ring and st.
+func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable, st *wsproto.State, req *wsproto.Reconnect) (resumeAnswer, error) {
+	a := resumeAnswer{capacity: ring.Cap()}
+	var err error
+	if a.last, a.lastSum, err = ring.Last(ctx); err != nil {
+		return a, err
+	}
+	limit := a.last
+	if durable != nil {
+		limit, _ = durable.Durable()
+	}
+	entries, err := ring.Since(ctx, req.LastSeq)
+	replay := err == nil && req.LastSeq <= limit
+	if replay && req.StateChecksum != "" {
+		sum, err := ring.Checksum(ctx, req.LastSeq)
+		replay = err == nil && sum == req.StateChecksum
+	}
+	if replay {
+		for len(entries) > 0 && entries[len(entries)-1].Seq > limit {
+			entries = entries[:len(entries)-1]
+		}
+		if limit != a.last {
+			if a.lastSum, err = ring.Checksum(ctx, limit); err != nil {
+				return a, err
+			}
+			a.last = limit
+		}
+		a.entries, a.replayed = entries, len(entries)
+		return a, nil
+	}
+	// A snapshot of everything so far, durable or not: the client then
+	// holds the latest state, and the events still on their way to the
+	// store are not sent again (sent = last).
+	snap := st.Snapshot(a.last, a.lastSum)
+	a.resync, a.snap = true, &snap
+	return a, nil
+}
+
+// frames are the answer's frames: system.connected, then the replay or
+// the snapshot.
+func (a *resumeAnswer) frames(log *slog.Logger, sessionID, token string) [][]byte {
+	n := a.replayed
+	frames := make([][]byte, 0, 2+n)
+	frames = append(frames, encodeFrame(log, sessionID, wsproto.EventConnected, "", "resumed", &wsproto.Connected{
+		SessionID:      sessionID,
+		ResumeToken:    token,
+		Resumed:        true,
+		LastSeq:        a.last,
+		StateChecksum:  a.lastSum,
+		BufferCapacity: a.capacity,
+		Replayed:       &n,
+		Resync:         a.resync,
+	}))
+	for _, e := range a.entries {
+		frames = append(frames, e.Data)
+	}
+	if a.snap != nil {
+		frames = append(frames, encodeFrame(log, sessionID, wsproto.EventStateSnapshot, "", "state snapshot", a.snap))
+	}
+	return frames
 }

@@ -1,0 +1,104 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+
+	"github.com/baton-run/baton/buffer"
+)
+
+// Cluster is a store that several servers share (Redis, package
+// redisstore): with one, a session lives in the store, any server serves
+// it, and a run continues on another server when its own dies. Options.Cluster
+// nil is a single server keeping everything in memory.
+//
+// A session has one owner, the server that holds its ring, its state and
+// its run, and is the only one to write its events (the store refuses the
+// writes of a server that is no longer the owner). A client resuming on
+// another server is served there from the store: the events it missed,
+// then the live ones as the owner writes them, while its commands are
+// forwarded to the owner. When the owner dies, a server claims the session
+// and continues it from its last checkpoint (docs/scaling.md).
+//
+// Methods may do I/O and are never called with a session's lock held.
+type Cluster interface {
+	// Node is this server's id among the cluster's.
+	Node() string
+	// Create records a new session owned by this server and returns its
+	// ring, which writes behind to the store and reports to hooks.
+	Create(ctx context.Context, id string, rec Record, hooks RingHooks) (buffer.Durable, error)
+	// Lookup returns a session's record; ErrNoSession when there is none.
+	Lookup(ctx context.Context, id string) (Record, error)
+	// Alive reports whether a server still serves.
+	Alive(ctx context.Context, node string) (bool, error)
+	// Claim makes this server the session's owner if from still is,
+	// reporting whether it did.
+	Claim(ctx context.Context, id, from string) (bool, error)
+	// Open loads a session from the store: a ring holding every retained
+	// event, its latest checkpoint and the seq it is as of. The ring writes
+	// (and fails with RingHooks.OnLost) only if this server owns the
+	// session; a server that does not reads from it and closes it.
+	Open(ctx context.Context, id string, hooks RingHooks) (Opened, error)
+	// Tail calls fn with the session's events after seq after as the
+	// store receives them, in order, until ctx is done, fn fails or the
+	// session is gone (ErrNoSession).
+	Tail(ctx context.Context, id string, after uint64, fn func([]buffer.Entry) error) error
+	// Attach records conn as the session's connection and returns the
+	// one it replaces ("" for none). Detach clears it if it is still conn.
+	Attach(ctx context.Context, id, conn string) (prev string, err error)
+	Detach(ctx context.Context, id, conn string) error
+	// Touch keeps sessions from expiring in the store.
+	Touch(ctx context.Context, ids ...string) error
+	// Delete removes an expired session from the store.
+	Delete(ctx context.Context, id string) error
+	// Running records whether a run of this server's is in flight in the
+	// session; Orphans returns the sessions with a run in flight whose
+	// server is dead, with that server.
+	Running(ctx context.Context, id string, running bool) error
+	Orphans(ctx context.Context) ([]Orphan, error)
+	// Send delivers msg to a server's Receive, reporting whether a server
+	// was there to take it. Receive calls fn with this server's messages,
+	// in order, until ctx is done.
+	Send(ctx context.Context, node string, msg []byte) (bool, error)
+	Receive(ctx context.Context, fn func(msg []byte)) error
+	// Leave tells the others this server is gone: they claim its runs at
+	// once instead of waiting for its liveness to lapse.
+	Leave(ctx context.Context) error
+}
+
+// Record is what the store keeps of a session besides its events.
+type Record struct {
+	TokenHash [32]byte
+	Subject   string
+	Owner     string
+	// Conn is the session's connection, "NODE/CONN", "" when none.
+	Conn string
+}
+
+// RingHooks are how a durable ring reports, from a goroutine of its own and
+// without any lock of the ring's held.
+type RingHooks struct {
+	// OnDurable receives each unit's entries once the store holds them.
+	OnDurable func([]buffer.Entry)
+	// OnLost is called once when the ring can no longer write: another
+	// server owns the session, or the store lost it.
+	OnLost func(error)
+}
+
+// Opened is a session loaded from the store.
+type Opened struct {
+	Record
+	Ring buffer.Durable
+	// Checkpoint is the session's latest checkpoint, nil when it has none,
+	// as of seq CheckpointSeq; the ring's events after it are its tail.
+	Checkpoint    []byte
+	CheckpointSeq uint64
+}
+
+// Orphan is a session with a run whose server died.
+type Orphan struct {
+	Session, Node string
+}
+
+// ErrNoSession is a Cluster's answer for a session the store does not hold.
+var ErrNoSession = errors.New("orchestrator: no such session in the store")

@@ -1,0 +1,68 @@
+package orchestrator
+
+import (
+	"errors"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/buffer"
+)
+
+// errSessionLost cancels the run of a session this server can no longer
+// write: another server owns it now, or the store lost it.
+var errSessionLost = errors.New("session lost to another server or to the store")
+
+// hooks are how a session's durable ring reports to it.
+func (sess *session) hooks() RingHooks {
+	return RingHooks{OnDurable: sess.deliver, OnLost: sess.lost}
+}
+
+// deliver sends the connection the events the store now holds. Called by
+// the ring's writer, in seq order, never under the session lock.
+func (sess *session) deliver(entries []buffer.Entry) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	c := sess.conn
+	if c == nil || sess.closed {
+		return
+	}
+	var frames [][]byte
+	for _, e := range entries {
+		if e.Seq > sess.sent {
+			frames = append(frames, e.Data)
+			sess.sent = e.Seq
+		}
+	}
+	if len(frames) > 0 {
+		c.send(frames...)
+	}
+}
+
+// lost gives up a session whose ring can no longer write: its run stops
+// without a word (its events could not be stored), and its connection is
+// closed with 1012 so that the client resumes where the session lives now,
+// or learns that it is gone (resume_rejected).
+func (sess *session) lost(err error) {
+	s := sess.srv
+	s.runWG.Add(1) // not on the ring's writer, whose Close the release waits for
+	go func() {
+		defer s.runWG.Done()
+		sess.mu.Lock()
+		if sess.closed {
+			sess.mu.Unlock()
+			return
+		}
+		sess.closed = true
+		r, c := sess.run, sess.conn
+		sess.mu.Unlock()
+		s.log.Warn("session lost", "session", sess.id, "err", err)
+		if r != nil {
+			r.cancel(errSessionLost)
+		}
+		if c != nil {
+			c.closeWith(websocket.StatusServiceRestart, "session moved")
+		}
+		s.forget(sess)
+		sess.release()
+	}()
+}

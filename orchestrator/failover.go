@@ -1,0 +1,199 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+// errClaimLost: another server claimed the session first.
+var errClaimLost = errors.New("another server claimed the session first")
+
+// huntEvery is how often a server of a cluster looks for runs whose server
+// died, and keeps its own sessions alive in the store.
+const huntEvery = time.Second
+
+// listen hands other servers' messages to receive until the server closes.
+func (s *Server) listen() {
+	defer s.clusterWG.Done()
+	for s.ctx.Err() == nil {
+		err := s.opts.Cluster.Receive(s.ctx, s.receive)
+		if s.ctx.Err() != nil {
+			return
+		}
+		s.log.Error("receive from the cluster; again in a second", "err", err)
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// adoptOrphans continues the runs of servers that died, and keeps this
+// server's sessions from expiring in the store, until the server closes.
+func (s *Server) adoptOrphans() {
+	defer s.janitorWG.Done()
+	t := time.NewTicker(huntEvery)
+	defer t.Stop()
+	touched := time.Now()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case now := <-t.C:
+			ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+			s.adopt(ctx)
+			if now.Sub(touched) >= s.opts.SessionTTL/4 {
+				s.touch(ctx)
+				touched = now
+			}
+			cancel()
+		}
+	}
+}
+
+// adopt claims and continues every orphaned run it can.
+func (s *Server) adopt(ctx context.Context) {
+	orphans, err := s.opts.Cluster.Orphans(ctx)
+	if err != nil {
+		s.log.Error("look for orphaned runs", "err", err)
+		return
+	}
+	for _, o := range orphans {
+		if _, err := s.takeOver(ctx, o.Session, o.Node); err != nil && !errors.Is(err, errClaimLost) {
+			s.log.Error("take an orphaned run over", "session", o.Session, "from", o.Node, "err", err)
+		}
+	}
+}
+
+// touch keeps this server's sessions alive in the store.
+func (s *Server) touch(ctx context.Context) {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.sessions))
+	for id := range s.sessions {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	if err := s.opts.Cluster.Touch(ctx, ids...); err != nil {
+		s.log.Error("keep sessions alive in the store", "err", err)
+	}
+}
+
+// takeOver claims a session from a server that died and continues it here
+// from the store: its ring, its state and, from its checkpoint, its run.
+func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error) {
+	cl := s.opts.Cluster
+	won, err := cl.Claim(ctx, id, from)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", id, err)
+	}
+	if !won {
+		return nil, errClaimLost
+	}
+	sess := &session{id: id, srv: s, confirms: make(map[string]*confirm)}
+	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
+	op, err := cl.Open(ctx, id, sess.hooks())
+	if err != nil {
+		sess.cancel()
+		return nil, fmt.Errorf("load %s: %w", id, err)
+	}
+	sess.tokenHash, sess.ring, sess.durable = op.TokenHash, op.Ring, op.Ring
+	if err := s.restore(ctx, sess, op); err != nil {
+		sess.cancel()
+		closeRing(op.Ring, s)
+		return nil, fmt.Errorf("restore %s: %w", id, err)
+	}
+	sess.detachedAt.Store(time.Now().UnixNano())
+	s.mu.Lock()
+	s.sessions[id] = sess
+	s.mu.Unlock()
+	s.log.Info("session taken over", "session", id, "from", from, "checkpoint_seq", op.CheckpointSeq)
+	return sess, nil
+}
+
+// stillAttached reports whether a session this server owns, with no
+// connection here, has one on another live server (the sweeper then keeps
+// it).
+func (s *Server) stillAttached(id string) bool {
+	cl := s.opts.Cluster
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	rec, err := cl.Lookup(ctx, id)
+	if err != nil || rec.Conn == "" {
+		return false
+	}
+	node, _, _ := strings.Cut(rec.Conn, "/")
+	alive, err := cl.Alive(ctx, node)
+	return err == nil && alive
+}
+
+// forgetShared deletes an expired session from the store.
+func (s *Server) forgetShared(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := s.opts.Cluster.Delete(ctx, id); err != nil && !errors.Is(err, ErrNoSession) {
+		s.log.Error("delete an expired session from the store", "session", id, "err", err)
+	}
+}
+
+// markRunning records in the store that the run is in flight here, and
+// that it no longer is when it has ended — not when it stops because this
+// server closes or lost the session: then it is in flight still, to be
+// continued elsewhere. On the run's goroutine.
+func (r *run) markRunning(running bool) {
+	cl := r.sess.srv.opts.Cluster
+	if cl == nil {
+		return
+	}
+	if cause := context.Cause(r.ctx); !running && (cause == ErrServerClosed || cause == errSessionLost) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := cl.Running(ctx, r.sess.id, running); err != nil {
+		r.sess.srv.log.Error("record the run in the store", "session", r.sess.id, "run", r.id, "err", err)
+	}
+}
+
+// stateOf is the client-visible state of a session loaded from the store:
+// its checkpoint's, with the events after it folded in.
+func stateOf(ctx context.Context, op Opened) (wsproto.State, error) {
+	var st wsproto.State
+	if op.Checkpoint != nil {
+		cp, err := decodeCheckpoint(op.Checkpoint)
+		if err != nil {
+			return st, err
+		}
+		st = cp.State
+	}
+	tail, err := op.Ring.Since(ctx, op.CheckpointSeq)
+	if err != nil {
+		return st, fmt.Errorf("events after the checkpoint: %w", err)
+	}
+	for _, e := range tail {
+		if err := applyFrame(&st, e.Data); err != nil {
+			return st, fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+	}
+	return st, nil
+}
+
+// applyFrame folds an encoded event into st.
+func applyFrame(st *wsproto.State, data []byte) error {
+	var f struct {
+		Event    string          `json:"event"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("decode frame: %w", err)
+	}
+	return st.ApplyJSON(f.Event, f.Metadata)
+}

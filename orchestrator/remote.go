@@ -1,0 +1,338 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// storeTimeout bounds one exchange with the cluster's store or another
+// server: a resume's lookups, a forwarded command and its reply.
+const storeTimeout = 5 * time.Second
+
+// remote is the session a connection is attached to when another server
+// owns it: the connection is served from the store (tail) and its commands
+// go to the owner (forward). Set once by the reader goroutine, before the
+// tail starts; owner changes only on the reader goroutine.
+type remote struct {
+	id    string
+	owner string
+	stop  context.CancelFunc // ends the tail
+}
+
+// message is what the servers of a cluster send each other.
+type message struct {
+	Kind    string `json:"kind"`           // msgCommand, msgReply or msgReplace
+	From    string `json:"from,omitempty"` // the sending server
+	Session string `json:"session,omitempty"`
+	Conn    string `json:"conn,omitempty"` // the connection it is about
+	// ID pairs a reply with its command.
+	ID    uint64          `json:"id,omitempty"`
+	Frame json.RawMessage `json:"frame,omitempty"` // a command's client frame
+	// A reply's outcome: Error for the client, or Moved when the server
+	// does not hold the session (any more).
+	Error *wsproto.Error `json:"error,omitempty"`
+	Moved bool           `json:"moved,omitempty"`
+}
+
+const (
+	msgCommand = "command"
+	msgReply   = "reply"
+	msgReplace = "replace"
+)
+
+// connRef names a connection across the cluster: "NODE/CONN".
+func (s *Server) connRef(c *conn) string { return s.opts.Cluster.Node() + "/" + c.id }
+
+// resumeShared resumes a session this server does not hold: it proxies to
+// the session's owner when that one lives, or claims the session and
+// continues it here when it does not (docs/scaling.md).
+func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
+	cl := s.opts.Cluster
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	for try := 0; ; try++ {
+		rec, err := cl.Lookup(ctx, req.SessionID)
+		if errors.Is(err, ErrNoSession) {
+			return errRejected
+		}
+		if err != nil {
+			s.log.Error("resume: look the session up", "session", req.SessionID, "err", err)
+			return errStore
+		}
+		if !tokenMatches(rec.TokenHash, req.ResumeToken) {
+			return errRejected
+		}
+		if rec.Owner == cl.Node() {
+			// Ours, yet not in memory: freed here (expired or lost).
+			return errRejected
+		}
+		alive, err := cl.Alive(ctx, rec.Owner)
+		if err != nil {
+			s.log.Error("resume: check the owner", "session", req.SessionID, "owner", rec.Owner, "err", err)
+			return errStore
+		}
+		if alive {
+			return s.proxy(ctx, c, req, rec.Owner)
+		}
+		if _, err := s.takeOver(ctx, req.SessionID, rec.Owner); err != nil {
+			if try == 0 && errors.Is(err, errClaimLost) {
+				continue // another server took it first: it is the owner now
+			}
+			s.log.Error("resume: take the session over", "session", req.SessionID, "err", err)
+			return errStore
+		}
+		return s.resume(c, req) // held here now
+	}
+}
+
+var errStore = &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserReconnect,
+	Message: "the session store did not answer; resume again"}
+
+// proxy attaches c to a session that owner holds: it answers the resume
+// from the store, then tails the session's events there.
+func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, owner string) *wsproto.Error {
+	cl := s.opts.Cluster
+	op, err := cl.Open(ctx, req.SessionID, RingHooks{})
+	if errors.Is(err, ErrNoSession) {
+		return errRejected
+	}
+	if err != nil {
+		s.log.Error("resume: read the session", "session", req.SessionID, "err", err)
+		return errStore
+	}
+	defer closeRing(op.Ring, s)
+	st, err := stateOf(ctx, op)
+	if err != nil {
+		s.log.Error("resume: read the session's state", "session", req.SessionID, "err", err)
+		return errStore
+	}
+	a, err := answerResume(ctx, op.Ring, op.Ring, &st, req)
+	if err != nil {
+		s.log.Error("resume: read the session", "session", req.SessionID, "err", err)
+		return errStore
+	}
+	fresh := c.sess
+	tctx, stop := context.WithCancel(s.ctx)
+	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
+	c.log.Store(s.log.With("session", req.SessionID, "owner", owner))
+	c.send(a.frames(s.log, req.SessionID, req.ResumeToken)...)
+	c.wg.Add(1)
+	go c.tail(tctx, a.last)
+	s.dropSession(fresh)
+	s.attachShared(c, req.SessionID)
+	s.log.Info("session resumed from the store", "session", req.SessionID, "owner", owner,
+		"from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
+	return nil
+}
+
+// tail sends c the session's events after seq as the store receives them,
+// until c ends. A session gone from the store closes c with 1012: the
+// client's resume then learns it is gone.
+func (c *conn) tail(ctx context.Context, after uint64) {
+	defer c.wg.Done()
+	errStop := errors.New("connection closed")
+	err := c.srv.opts.Cluster.Tail(ctx, c.remote.id, after, func(entries []buffer.Entry) error {
+		frames := make([][]byte, len(entries))
+		for i, e := range entries {
+			frames[i] = e.Data
+		}
+		if !c.send(frames...) {
+			return errStop
+		}
+		return nil
+	})
+	if ctx.Err() != nil || errors.Is(err, errStop) {
+		return
+	}
+	c.logger().Warn("tail of the session ended", "err", err)
+	c.closeWith(websocket.StatusServiceRestart, "session moved")
+}
+
+// forward sends a client's frame to the server owning c's session and
+// returns its answer. When no server answers for the session, the
+// connection is closed with 1012: the client resumes, and its resume finds
+// where the session lives now (or claims it).
+func (c *conn) forward(data []byte) *wsproto.Error {
+	s, cl := c.srv, c.srv.opts.Cluster
+	for try := 0; try < 2; try++ {
+		id := s.nextMsg.Add(1)
+		reply := make(chan message, 1)
+		s.mu.Lock()
+		s.replies[id] = reply
+		s.mu.Unlock()
+		e, moved, ok := c.exchange(message{Kind: msgCommand, From: cl.Node(), Session: c.remote.id,
+			Conn: c.id, ID: id, Frame: data}, reply)
+		s.mu.Lock()
+		delete(s.replies, id)
+		s.mu.Unlock()
+		if ok && !moved {
+			return e
+		}
+		if try == 0 && c.refreshOwner() {
+			continue
+		}
+	}
+	c.logger().Warn("the session's owner does not answer; closing for a resume")
+	c.closeWith(websocket.StatusServiceRestart, "session owner unavailable")
+	return nil
+}
+
+// exchange sends m to the owner and waits for its reply; ok is false when
+// none came.
+func (c *conn) exchange(m message, reply chan message) (e *wsproto.Error, moved, ok bool) {
+	ctx, cancel := context.WithTimeout(c.srv.ctx, storeTimeout)
+	defer cancel()
+	b, _ := json.Marshal(m)
+	delivered, err := c.srv.opts.Cluster.Send(ctx, c.remote.owner, b)
+	if err != nil || !delivered {
+		return nil, false, false
+	}
+	select {
+	case r := <-reply:
+		return r.Error, r.Moved, true
+	case <-ctx.Done():
+		return nil, false, false
+	}
+}
+
+// refreshOwner looks the session's owner up again, reporting whether
+// another live server owns it now.
+func (c *conn) refreshOwner() bool {
+	ctx, cancel := context.WithTimeout(c.srv.ctx, storeTimeout)
+	defer cancel()
+	cl := c.srv.opts.Cluster
+	rec, err := cl.Lookup(ctx, c.remote.id)
+	if err != nil || rec.Owner == c.remote.owner || rec.Owner == cl.Node() {
+		return false
+	}
+	if alive, err := cl.Alive(ctx, rec.Owner); err != nil || !alive {
+		return false
+	}
+	c.remote.owner = rec.Owner
+	return true
+}
+
+// attachShared records c as the session's connection in the store, and
+// closes the one it replaces with 4000 wherever that one is.
+func (s *Server) attachShared(c *conn, id string) {
+	cl := s.opts.Cluster
+	if cl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	prev, err := cl.Attach(ctx, id, s.connRef(c))
+	if err != nil {
+		s.log.Error("record the session's connection", "session", id, "err", err)
+		return
+	}
+	node, connID, ok := strings.Cut(prev, "/")
+	if !ok || connID == c.id {
+		return
+	}
+	if node == cl.Node() {
+		s.replaced(connID)
+		return
+	}
+	b, _ := json.Marshal(message{Kind: msgReplace, From: cl.Node(), Session: id, Conn: connID})
+	if _, err := cl.Send(ctx, node, b); err != nil {
+		s.log.Error("close the replaced connection", "session", id, "conn", prev, "err", err)
+	}
+}
+
+// detachShared clears c as its session's connection in the store.
+func (s *Server) detachShared(c *conn) {
+	cl := s.opts.Cluster
+	if cl == nil {
+		return
+	}
+	id := c.sessionID()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := cl.Detach(ctx, id, s.connRef(c)); err != nil && !errors.Is(err, ErrNoSession) {
+		s.log.Error("clear the session's connection", "session", id, "err", err)
+	}
+}
+
+// replaced closes this server's connection connID with 4000.
+func (s *Server) replaced(connID string) {
+	s.mu.Lock()
+	var victim *conn
+	for c := range s.conns {
+		if c.id == connID {
+			victim = c
+			break
+		}
+	}
+	s.mu.Unlock()
+	if victim != nil {
+		victim.closeWith(websocket.StatusCode(wsproto.CloseSessionReplaced), "session replaced")
+	}
+}
+
+// receive handles the messages other servers send this one.
+func (s *Server) receive(b []byte) {
+	var m message
+	if err := json.Unmarshal(b, &m); err != nil {
+		s.log.Error("undecodable message from the cluster", "err", err)
+		return
+	}
+	switch m.Kind {
+	case msgCommand:
+		r := message{Kind: msgReply, From: s.opts.Cluster.Node(), Conn: m.Conn, ID: m.ID}
+		r.Error, r.Moved = s.command(m)
+		b, _ := json.Marshal(r)
+		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+		defer cancel()
+		if _, err := s.opts.Cluster.Send(ctx, m.From, b); err != nil {
+			s.log.Error("reply to a forwarded command", "session", m.Session, "to", m.From, "err", err)
+		}
+	case msgReply:
+		s.mu.Lock()
+		ch := s.replies[m.ID]
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- m // cap 1, one reply per id
+		}
+	case msgReplace:
+		s.replaced(m.Conn)
+	}
+}
+
+// command applies a client's frame forwarded by the server that holds its
+// connection.
+func (s *Server) command(m message) (*wsproto.Error, bool) {
+	sess := s.lookup(m.Session)
+	if sess == nil {
+		return nil, true
+	}
+	req, e := wsproto.DecodeText(m.Frame)
+	if e != nil {
+		return e, false
+	}
+	if _, ok := req.(*wsproto.Reconnect); ok {
+		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
+			Message: "user.reconnect_with_state must be the first frame of a connection"}, false
+	}
+	e = sess.apply(req)
+	if e != nil && e.RefType == "" {
+		e.RefType = req.Event()
+	}
+	return e, false
+}
+
+func closeRing(r buffer.Ring, s *Server) {
+	if c, ok := r.(interface{ Close() error }); ok {
+		if err := c.Close(); err != nil {
+			s.log.Error("close a read-only ring", "err", err)
+		}
+	}
+}
