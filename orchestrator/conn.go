@@ -20,7 +20,7 @@ type conn struct {
 	srv   *Server
 	limit int // most frames the queue may hold
 
-	id  string // unique among the server's connections, and the cluster's with its node
+	id string // unique among the server's connections, and the cluster's with its node
 	// sess is the session the connection is attached to. Only the reader
 	// goroutine reads or writes it.
 	sess *session
