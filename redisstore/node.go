@@ -1,0 +1,215 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one Baton server's presence in the cluster: a liveness key it
+// renews, a channel other servers send it messages on, and the set of
+// sessions with a run of its in flight, which the others take over when
+// it dies.
+//
+// Keys: baton:node:ID (liveness, with a TTL of LeaseTTL), baton:node:ID:runs
+// (a set of session ids), baton:nodes (a set of node ids); channel
+// baton:node:ID:msgs.
+type Node struct {
+	rdb redis.UniversalClient
+	id  string
+	ttl time.Duration
+	// sub is the node's subscription to its channel, made by Join so that
+	// the node is never seen alive without it.
+	sub *redis.PubSub
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+// DefaultLeaseTTL is how long a server that stops renewing its liveness is
+// still taken to be alive (unless its channel has lost its subscriber,
+// which tells a death at once).
+const DefaultLeaseTTL = 3 * time.Second
+
+// Join announces a server in the cluster and keeps it alive until Leave.
+// leaseTTL ≤ 0 means DefaultLeaseTTL.
+func Join(ctx context.Context, rdb redis.UniversalClient, id string, leaseTTL time.Duration) (*Node, error) {
+	if leaseTTL <= 0 {
+		leaseTTL = DefaultLeaseTTL
+	}
+	n := &Node{rdb: rdb, id: id, ttl: leaseTTL, stop: make(chan struct{})}
+	n.sub = rdb.Subscribe(ctx, channel(id))
+	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
+		n.sub.Close()
+		return nil, fmt.Errorf("join the cluster: subscribe: %w", err)
+	}
+	if err := n.renew(ctx); err != nil {
+		n.sub.Close()
+		return nil, fmt.Errorf("join the cluster: %w", err)
+	}
+	n.wg.Add(1)
+	go n.heartbeat()
+	return n, nil
+}
+
+func aliveKey(node string) string { return "baton:node:" + node }
+func runsKey(node string) string  { return "baton:node:" + node + ":runs" }
+func channel(node string) string  { return "baton:node:" + node + ":msgs" }
+
+const nodesKey = "baton:nodes"
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.id }
+
+func (n *Node) renew(ctx context.Context) error {
+	_, err := n.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, aliveKey(n.id), time.Now().UTC().Format(time.RFC3339Nano), n.ttl)
+		p.SAdd(ctx, nodesKey, n.id)
+		return nil
+	})
+	return err
+}
+
+// heartbeat renews the liveness key three times per TTL.
+func (n *Node) heartbeat() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), n.ttl/3)
+			_ = n.renew(ctx) // a miss is retried at the next tick; three in a row let the lease lapse
+			cancel()
+		}
+	}
+}
+
+// Alive reports whether node is alive: its liveness key is there and its
+// channel has its subscriber (a process that died lost the latter at once).
+func (n *Node) Alive(ctx context.Context, node string) (bool, error) {
+	var exists *redis.IntCmd
+	var subs *redis.MapStringIntCmd
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, aliveKey(node))
+		subs = p.PubSubNumSub(ctx, channel(node))
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("is %s alive: %w", node, err)
+	}
+	return exists.Val() == 1 && subs.Val()[channel(node)] > 0, nil
+}
+
+// Send publishes msg on node's channel, reporting whether a subscriber
+// took it.
+func (n *Node) Send(ctx context.Context, node string, msg []byte) (bool, error) {
+	got, err := n.rdb.Publish(ctx, channel(node), msg).Result()
+	if err != nil {
+		return false, fmt.Errorf("send to %s: %w", node, err)
+	}
+	return got > 0, nil
+}
+
+// Receive calls fn with each message sent to this node, in order, until
+// ctx is done or the node leaves. go-redis resubscribes by itself after a
+// network error. One Receive at a time.
+func (n *Node) Receive(ctx context.Context, fn func([]byte)) error {
+	ch := n.sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-ch:
+			if !ok {
+				return errors.New("subscription closed")
+			}
+			fn([]byte(m.Payload))
+		}
+	}
+}
+
+// Running records whether a run of this node's is in flight in a session.
+func (n *Node) Running(ctx context.Context, session string, running bool) error {
+	var err error
+	if running {
+		err = n.rdb.SAdd(ctx, runsKey(n.id), session).Err()
+	} else {
+		err = n.rdb.SRem(ctx, runsKey(n.id), session).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("record the run of %s: %w", session, err)
+	}
+	return nil
+}
+
+// Orphan is a session with a run in flight whose node is dead.
+type Orphan struct{ Session, Node string }
+
+// Orphans returns the sessions with a run in flight on nodes that are
+// dead. A dead node with none left is forgotten.
+func (n *Node) Orphans(ctx context.Context) ([]Orphan, error) {
+	nodes, err := n.rdb.SMembers(ctx, nodesKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var out []Orphan
+	for _, node := range nodes {
+		if node == n.id {
+			continue
+		}
+		// Only a lapsed lease makes a node's runs orphans: a subscription
+		// that blinked (a reconnect) must not.
+		exists, err := n.rdb.Exists(ctx, aliveKey(node)).Result()
+		if err != nil {
+			return out, fmt.Errorf("is %s alive: %w", node, err)
+		}
+		if exists == 1 {
+			continue
+		}
+		sessions, err := n.rdb.SMembers(ctx, runsKey(node)).Result()
+		if err != nil {
+			return out, fmt.Errorf("list the runs of %s: %w", node, err)
+		}
+		if len(sessions) == 0 {
+			n.rdb.SRem(ctx, nodesKey, node)
+			continue
+		}
+		for _, s := range sessions {
+			out = append(out, Orphan{Session: s, Node: node})
+		}
+	}
+	return out, nil
+}
+
+// Adopted moves a session's run from a dead node's set to this one's.
+func (n *Node) Adopted(ctx context.Context, session, from string) error {
+	_, err := n.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SRem(ctx, runsKey(from), session)
+		p.SAdd(ctx, runsKey(n.id), session)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("adopt the run of %s: %w", session, err)
+	}
+	return nil
+}
+
+// Leave stops renewing and deletes the liveness key, so that the others
+// take this node's runs over at once.
+func (n *Node) Leave(ctx context.Context) error {
+	n.once.Do(func() { close(n.stop) })
+	n.wg.Wait()
+	n.sub.Close() // ends Receive; the others see the channel without its subscriber
+	if err := n.rdb.Del(ctx, aliveKey(n.id)).Err(); err != nil {
+		return fmt.Errorf("leave the cluster: %w", err)
+	}
+	return nil
+}
