@@ -23,8 +23,8 @@ func (s *Server) listen() {
 	defer s.clusterWG.Done()
 	for s.ctx.Err() == nil {
 		err := s.opts.Cluster.Receive(s.ctx, s.receive)
-		if s.ctx.Err() != nil {
-			return
+		if err == nil || s.ctx.Err() != nil {
+			return // closed, or left the cluster
 		}
 		s.log.Error("receive from the cluster; again in a second", "err", err)
 		select {

@@ -127,6 +127,8 @@ func (n *Node) Receive(ctx context.Context, fn func([]byte)) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-n.stop:
+			return nil
 		case m, ok := <-ch:
 			if !ok {
 				return errors.New("subscription closed")
