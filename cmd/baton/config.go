@@ -22,6 +22,8 @@ type config struct {
 	logFormat      string
 	logLevel       string
 	allowedOrigins string
+	store          string
+	redisURL       string
 	openai         openai.Config
 	opts           orchestrator.Options
 	agent          agentConfig
@@ -87,6 +89,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated Origin host patterns allowed besides the server's own host (path.Match syntax, port included: app.example.com, localhost:*)")
 	fs.DurationVar(&o.PingInterval, "ping-interval", 25*time.Second, "how often the server pings each connection")
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
+	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
+	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis (redis://[:password@]host:port/db, rediss:// for TLS)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
 	agentFlags(fs, &o.Loop, &c.agent)
@@ -171,6 +175,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 		ok                      bool
 	}{
 		{"model", c.model, "model", "sim or openai", c.model == "sim" || c.model == "openai"},
+		{"store", c.store, "store", "memory or redis", c.store == "memory" || c.store == "redis"},
 		{"log-format", c.logFormat, "log format", "text or json", c.logFormat == "text" || c.logFormat == "json"},
 		{"log-level", c.logLevel, "log level", "debug, info, warn or error", new(slog.Level).UnmarshalText([]byte(c.logLevel)) == nil},
 	}
@@ -178,6 +183,12 @@ func (c *config) check(fs *flag.FlagSet) error {
 		if !ch.ok {
 			return fmt.Errorf("%s: %q is not a %s (use %s)", c.src(ch.name), ch.value, ch.what, ch.want)
 		}
+	}
+	switch {
+	case c.store == "redis" && c.redisURL == "":
+		return fmt.Errorf("%s redis needs a Redis to use: set --redis-url or BATON_REDIS_URL (e.g. redis://127.0.0.1:6379/0)", c.src("store"))
+	case c.store == "memory" && c.redisURL != "":
+		return fmt.Errorf("%s is set but the store is memory: add --store redis to keep sessions in Redis", c.src("redis-url"))
 	}
 	patterns, err := originPatterns(c.allowedOrigins)
 	if err != nil {

@@ -60,6 +60,12 @@ func TestFlags(t *testing.T) {
 			want: `configure: --allowed-origins: pattern "a.example b.example" contains a space; separate patterns with commas`},
 		{name: "bad origin pattern syntax", args: []string{"--allowed-origins", "[a-.example"},
 			want: `configure: --allowed-origins: pattern "[a-.example" is not valid path.Match syntax (*, ?, [a-z], \ escapes): syntax error in pattern`},
+		{name: "unknown store", args: []string{"--store", "etcd"},
+			want: `configure: --store: "etcd" is not a store (use memory or redis)`},
+		{name: "redis store without a URL", env: map[string]string{"BATON_STORE": "redis"},
+			want: `configure: BATON_STORE redis needs a Redis to use: set --redis-url or BATON_REDIS_URL (e.g. redis://127.0.0.1:6379/0)`},
+		{name: "redis URL with the memory store", env: map[string]string{"BATON_REDIS_URL": "redis://127.0.0.1:6379"},
+			want: `configure: BATON_REDIS_URL is set but the store is memory: add --store redis to keep sessions in Redis`},
 		{name: "unusable address", args: []string{"--addr", "nowhere"},
 			want: `listen on --addr "nowhere": listen tcp: address nowhere: missing port in address`},
 	}
