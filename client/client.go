@@ -80,6 +80,10 @@ type Options struct {
 	OnConfirm func(wsproto.UserConfirm) *Answer
 	// Header is sent with every handshake (e.g. Origin).
 	Header http.Header
+	// Elsewhere are more URLs of servers sharing the session's store
+	// (--store redis): each resume dials the next of them in turn, after
+	// Dial's URL, as a client behind a load balancer lands on any server.
+	Elsewhere []string
 }
 
 // Stats counts what happened to a client.
@@ -103,8 +107,11 @@ var ErrClosed = errors.New("client: closed")
 // Client is one Baton session seen from the client side. Its methods may
 // be called concurrently.
 type Client struct {
-	url  string
+	urls []string // Dial's URL, then Options.Elsewhere
 	opts Options
+	// dials counts the connections made, which picks the next URL. Only
+	// the goroutine dialing (Dial, then the reader loop) touches it.
+	dials int
 
 	mu        sync.Mutex // guards the fields below
 	ws        *websocket.Conn
@@ -130,7 +137,7 @@ type Client struct {
 
 // Dial connects to a Baton /ws URL and waits for system.connected.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
-	c := &Client{url: url, changed: make(chan struct{}),
+	c := &Client{changed: make(chan struct{}),
 		expectSum: map[uint64]string{}, answers: map[string][]byte{}, done: make(chan struct{})}
 	if opts != nil {
 		c.opts = *opts
@@ -138,6 +145,7 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	if c.opts.ResumeDelay <= 0 {
 		c.opts.ResumeDelay = 50 * time.Millisecond
 	}
+	c.urls = append([]string{url}, c.opts.Elsewhere...)
 	ws, first, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -154,7 +162,9 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 }
 
 func (c *Client) dial(ctx context.Context) (*websocket.Conn, Frame, error) {
-	ws, _, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPHeader: c.opts.Header})
+	url := c.urls[c.dials%len(c.urls)]
+	c.dials++
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: c.opts.Header})
 	if err != nil {
 		return nil, Frame{}, fmt.Errorf("client: dial: %w", err)
 	}
@@ -249,11 +259,18 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, err
 	}
 	if f.Event == wsproto.EventError {
+		ws.CloseNow()
+		var e wsproto.Error
+		if json.Unmarshal(f.Metadata, &e) == nil && e.Code != wsproto.CodeResumeRejected {
+			// The server could not resume it now (its store did not
+			// answer): another attempt may.
+			c.deliver(f)
+			return nil, fmt.Errorf("client: resume failed: %s: %s", e.Code, e.Message)
+		}
 		c.mu.Lock()
 		c.stats.Rejected++
 		c.mu.Unlock()
 		c.deliver(f)
-		ws.CloseNow()
 		return nil, errRejected
 	}
 	var m wsproto.Connected
