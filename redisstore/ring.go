@@ -18,8 +18,9 @@ var (
 // Callbacks tell the owner of a ring what became of its writes. Both are
 // optional. They are called from the Store's writer goroutine, one at a
 // time across all rings, never with a lock of the ring held (they may call
-// the ring), and never once the ring's Close has begun. Keep them short:
-// while one runs, no session's write goes out.
+// the ring, and take the session lock), and none begins once the ring's
+// Close has begun. Keep them short: while one runs, no session's write
+// goes out.
 type Callbacks struct {
 	// OnDurable receives the entries Redis now holds, in seq order, each
 	// once, after Durable has advanced past them.
@@ -82,8 +83,6 @@ type Ring struct {
 	// flight is the unit being written: only the writer touches it, while
 	// inflight is set.
 	flight unit
-
-	cbMu sync.Mutex // held while a callback runs; Close takes it to wait one out
 }
 
 // unit is queued work: events in seq order, the highest ack, and the
@@ -213,9 +212,11 @@ func (r *Ring) Durable() (uint64, string) {
 	return r.durSeq, r.durSum
 }
 
-// Flush waits until everything committed so far is in Redis, or the ring
-// is lost (its error), or ctx is done. It waits on I/O: do not call it with
-// the session lock held.
+// Flush waits until nothing committed waits to be written — everything
+// committed so far is in Redis — or the ring is lost (its error), or ctx
+// is done. Durable has advanced when it returns; OnDurable for the last
+// write may still be running. It waits on I/O: do not call it with the
+// session lock held.
 func (r *Ring) Flush(ctx context.Context) error {
 	r.mu.Lock()
 	for {
@@ -244,9 +245,12 @@ func (r *Ring) Flush(ctx context.Context) error {
 
 // Close stops the ring: what was committed is written, for up to
 // Options.FlushTimeout, and then nothing more; uncommitted work is
-// dropped. No callback runs once Close has returned (a write already sent
-// when the flush times out may still land). It returns an error when what
-// was committed did not all reach Redis.
+// dropped. No callback begins once Close has begun (one already running
+// may still be), and a write already sent when the flush times out may
+// still land. It returns an error when what was committed did not all
+// reach Redis. It may be called from OnLost (a lost ring has nothing to
+// flush); from OnDurable it would wait FlushTimeout for the writer that
+// runs the callback.
 func (r *Ring) Close() error {
 	r.mu.Lock()
 	if r.closing {
@@ -257,10 +261,6 @@ func (r *Ring) Close() error {
 	r.pending -= len(r.open.events)
 	r.open = unit{}
 	r.mu.Unlock()
-	// A callback that began before closing was set ends before Close does.
-	r.cbMu.Lock()
-	//lint:ignore SA2001 the empty critical section waits a running callback out
-	r.cbMu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), r.s.opt.FlushTimeout)
 	defer cancel()
@@ -321,10 +321,8 @@ func (r *Ring) settleLocked() {
 	}
 }
 
-// callback runs fn under cbMu unless Close has begun.
+// callback runs fn unless Close has begun.
 func (r *Ring) callback(fn func()) {
-	r.cbMu.Lock()
-	defer r.cbMu.Unlock()
 	r.mu.Lock()
 	closing := r.closing
 	r.mu.Unlock()
