@@ -1,0 +1,47 @@
+// Package redisstore keeps sessions' sequenced events and checkpoints in
+// Redis, so that any Baton node can serve any session and a run survives
+// the death of the node that held it. It owns the Redis key schema, the
+// write-behind copy of each session's buffer.Durable ring, fencing by
+// owner, and reading a session back (OpenRing, Read, Tail). It knows
+// nothing of WebSockets, the pipeline or what a checkpoint holds: frames
+// and checkpoints are opaque bytes.
+//
+// # Keys
+//
+// Every key of a session carries the session id as a hash tag, so a
+// session lives in one Redis Cluster slot and its scripts may touch all of
+// its keys:
+//
+//   - baton:{ID}:meta — a hash: owner (the node id that may write),
+//     token (hex SHA-256 of the resume token), subject, cap, last_seq and
+//     last_sum (the latest seq and its checksum c(last)), base_seq and
+//     base_sum (the seq just before the oldest retained entry and c(base)),
+//     ack_seq, cp (the latest checkpoint) and cp_seq (the seq it is as of).
+//   - baton:{ID}:events — a stream holding the seqs base+1 … last, at
+//     most cap of them; the entry of seq n has the ID "n-0" and the fields
+//     d (the encoded frame) and c (c(n), hex as buffer.NextChecksum gives).
+//
+// Both keys expire after Options.TTL without a write; every write
+// refreshes both.
+//
+// # Writing behind
+//
+// A Ring answers every buffer.Ring method from a buffer.Memory, as the
+// buffer package requires of a method called under the session lock, and
+// queues what changed. Commit hands the queue to the Store's one writer
+// goroutine as a unit. The writer sends the committed units of every
+// session that has some in one pipelined round trip: one EVALSHA of the
+// append script per session, carrying all of that session's units, so a
+// unit's events, acks and checkpoint land together or not at all. A
+// session is in at most one write at a time, which keeps its order. An
+// idle session costs no goroutine.
+//
+// The append script writes only while meta's owner is this node, and only
+// when the store's last_seq and last_sum are the ones this ring last
+// wrote (or a retry of its own write that already landed): a node that
+// lost a session, or opened a stale copy, can never write to it. Those
+// refusals, a session gone from Redis (restarted empty, or expired), too
+// long a run of transient errors (Options.GiveUpAfter) and too many
+// entries waiting unwritten (Options.MaxPending) each end the ring's
+// writing and are reported once through Callbacks.OnLost.
+package redisstore

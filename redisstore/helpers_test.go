@@ -1,0 +1,183 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/redisstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 10 * time.Second
+
+// newStore returns a Store of node on srv, with its own client, closed
+// when t ends (the Store first, then its client).
+func newStore(t testing.TB, srv *redistest.Server, node string, opt redisstore.Options) (*redisstore.Store, *redis.Client) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	opt.Node = node
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s, err := redisstore.New(c, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, c
+}
+
+// sessionID returns an id unique to the test.
+func sessionID(t testing.TB, n int) string { return fmt.Sprintf("%s-%d", t.Name(), n) }
+
+// recorder collects a ring's callbacks and wakes waiters on each.
+type recorder struct {
+	mu      sync.Mutex // guards the fields below
+	durable []buffer.Entry
+	lost    []error
+	changed chan struct{} // a token after each callback
+
+	// during, if set, runs inside OnDurable (to call the ring from it).
+	during func()
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func (r *recorder) callbacks() redisstore.Callbacks {
+	return redisstore.Callbacks{
+		OnDurable: func(e []buffer.Entry) {
+			if r.during != nil {
+				r.during()
+			}
+			r.mu.Lock()
+			r.durable = append(r.durable, e...)
+			r.mu.Unlock()
+			r.poke()
+		},
+		OnLost: func(err error) {
+			r.mu.Lock()
+			r.lost = append(r.lost, err)
+			r.mu.Unlock()
+			r.poke()
+		},
+	}
+}
+
+func (r *recorder) poke() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns once cond holds (checked under r.mu after each callback),
+// failing t after waitTimeout.
+func (r *recorder) wait(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-deadline.C:
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("waited %v for %s: %d entries durable, lost %v", waitTimeout, what, len(r.durable), r.lost)
+		}
+	}
+}
+
+// waitDurable waits until the entries up to seq are durable.
+func (r *recorder) waitDurable(t testing.TB, seq uint64) {
+	t.Helper()
+	r.wait(t, fmt.Sprintf("seq %d durable", seq), func() bool {
+		return len(r.durable) > 0 && r.durable[len(r.durable)-1].Seq >= seq
+	})
+}
+
+// waitLost waits for OnLost and returns its error.
+func (r *recorder) waitLost(t testing.TB) error {
+	t.Helper()
+	r.wait(t, "OnLost", func() bool { return len(r.lost) > 0 })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lost[0]
+}
+
+// seqs returns the seqs made durable so far.
+func (r *recorder) seqs() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]uint64, len(r.durable))
+	for i, e := range r.durable {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// flush waits until r's committed units are in Redis.
+func flush(t testing.TB, r *redisstore.Ring) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func frame(seq uint64) ([]byte, error) { return fmt.Appendf(nil, `{"seq":%d}`, seq), nil }
+
+// appendCommit appends n events (ids prefix-seq) to r, committing each.
+func appendCommit(t testing.TB, r buffer.Durable, n int) {
+	t.Helper()
+	for range n {
+		last, _, _ := r.Last(context.Background())
+		if _, err := r.Append(context.Background(), fmt.Sprintf("id-%d", last+1), frame); err != nil {
+			t.Fatal(err)
+		}
+		r.Commit()
+	}
+}
+
+// sameAnswers fails t unless got answers every Since, Checksum and Last
+// call as want does.
+func sameAnswers(t testing.TB, want, got buffer.Ring) {
+	t.Helper()
+	ctx := context.Background()
+	wl, ws, _ := want.Last(ctx)
+	gl, gs, _ := got.Last(ctx)
+	if wl != gl || ws != gs {
+		t.Fatalf("Last = %d %s, want %d %s", gl, gs, wl, ws)
+	}
+	for seq := uint64(0); seq <= wl+1; seq++ {
+		we, werr := want.Since(ctx, seq)
+		ge, gerr := got.Since(ctx, seq)
+		wc, wcerr := want.Checksum(ctx, seq)
+		gc, gcerr := got.Checksum(ctx, seq)
+		if fmt.Sprint(gerr) != fmt.Sprint(werr) || fmt.Sprint(gcerr) != fmt.Sprint(wcerr) || wc != gc ||
+			!slices.EqualFunc(we, ge, func(a, b buffer.Entry) bool { return a.Seq == b.Seq && string(a.Data) == string(b.Data) }) {
+			t.Fatalf("seq %d: Since %d entries, %v / Checksum %q %v; want %d entries, %v / %q %v",
+				seq, len(ge), gerr, gc, gcerr, len(we), werr, wc, wcerr)
+		}
+	}
+}

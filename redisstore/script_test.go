@@ -1,0 +1,93 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-run/baton/internal/redistest"
+)
+
+// TestAppendScript: the append script's answers to a write sent twice
+// (its reply lost), and to writes that do not follow what Redis holds.
+func TestAppendScript(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// makeJob returns the write of n events after the first `after` of a
+	// ring's chain (ids prefix-1, prefix-2, …), never committed: the test
+	// sends it itself.
+	makeJob := func(id, prefix string, after, n int) job {
+		r := s.NewRing(id, 4, Callbacks{})
+		for i := range after + n {
+			r.Append(ctx, fmt.Sprint(prefix, i+1), func(seq uint64) ([]byte, error) { return fmt.Appendf(nil, "%d", seq), nil })
+		}
+		from := uint64(after)
+		fromSum, err := r.Checksum(ctx, from)
+		if err != nil {
+			t.Fatalf("c(%d) of a ring of 4 holding %d: %v", from, after+n, err)
+		}
+		all := r.open.events
+		r.flight = unit{events: all[len(all)-n:]}
+		return job{r: r, from: from, fromSum: fromSum}
+	}
+	send := func(j job) (int64, error) {
+		n, err := appendScript.Run(ctx, c, j.r.keys[:], j.args()...).Int64()
+		return n, scriptError(err)
+	}
+
+	id := "s"
+	if err := s.CreateSession(ctx, id, SessionMeta{Capacity: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := send(makeJob(id, "e", 0, 3)); n != 3 || err != nil {
+		t.Fatalf("first write: %d, %v", n, err)
+	}
+	tests := []struct {
+		name    string
+		job     job
+		want    int64
+		wantErr error
+	}{
+		{"the same write again", makeJob(id, "e", 0, 3), 3, nil},
+		{"a retry that overlaps", makeJob(id, "e", 2, 3), 5, nil},
+		{"the next write", makeJob(id, "e", 5, 2), 7, nil},
+		{"a write from behind", makeJob(id, "e", 0, 2), 0, ErrConflict},
+		{"a write from ahead", makeJob(id, "e", 8, 1), 0, ErrConflict},
+		{"another chain at the same seq", makeJob(id, "x", 7, 1), 0, ErrConflict},
+		{"another chain overlapping", makeJob(id, "x", 6, 2), 0, ErrConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := send(tt.job)
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && (err != nil || n != tt.want)) {
+				t.Errorf("got %d, %v; want %d, %v", n, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	// Seven events in a ring of four: 4…7 held, after base 3.
+	msgs, err := c.XRange(ctx, "baton:{s}:events", "-", "+").Result()
+	if err != nil || len(msgs) != 4 || msgs[0].ID != "4-0" || msgs[3].ID != "7-0" {
+		t.Errorf("the stream holds %v, %v; want 4-0…7-0", msgs, err)
+	}
+	if base, _ := c.HGet(ctx, "baton:{s}:meta", "base_seq").Result(); base != "3" {
+		t.Errorf("base_seq %s, want 3", base)
+	}
+	if err := c.Del(ctx, "baton:{s}:meta").Err(); err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	if _, err := send(makeJob(id, "e", 7, 1)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a write to a session gone: %v, want ErrNotFound", err)
+	}
+}

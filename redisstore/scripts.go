@@ -1,0 +1,131 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts' error replies start with a code the Go side reads back
+// with redis.HasErrorPrefix (see scriptError).
+const (
+	codeNoSession = "NOSESSION"
+	codeNotOwner  = "NOTOWNER"
+	codeConflict  = "CONFLICT"
+	codeExists    = "EXISTS"
+)
+
+// createScript writes a new session's meta hash, owned by ARGV[1], and
+// drops any stale stream left under its id.
+//
+// KEYS: meta, events. ARGV: owner, token, subject, cap, ttl (ms, 0 = none).
+var createScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('EXISTS session already in the store')
+end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', ARGV[2], 'subject', ARGV[3],
+  'cap', ARGV[4], 'last_seq', 0, 'last_sum', '', 'base_seq', 0, 'base_sum', '',
+  'ack_seq', 0, 'cp_seq', 0)
+local ttl = tonumber(ARGV[5])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1
+`)
+
+// claimScript sets owner to ARGV[2] if it is ARGV[1]; returns 1 if it did.
+//
+// KEYS: meta, events. ARGV: from, to, ttl (ms, 0 = none).
+var claimScript = redis.NewScript(`
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if not owner then
+  return redis.error_reply('NOSESSION session is not in the store')
+end
+if owner ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return 1
+`)
+
+// appendScript writes one or more units of a session: its events in seq
+// order, the highest ack among them, and the latest checkpoint, then trims
+// the stream to what the ring retains (cap entries at most, none at or
+// below the ack), all in one atomic call. It returns the new last_seq.
+//
+// It refuses (error replies) unless meta exists (NOSESSION), its owner is
+// ARGV[1] (NOTOWNER), and its last_seq/last_sum are the ring's durable
+// seq and checksum ARGV[4]/ARGV[5] — or one of this call's own events,
+// with its checksum, when an earlier try of this same write landed but
+// its reply was lost; the events the store holds already are skipped
+// (CONFLICT otherwise).
+//
+// KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), cap, from seq,
+// c(from), ack (0 = none), has checkpoint ("1"/"0"), checkpoint,
+// checkpoint seq, then per event: seq, data, c(seq) — seqs from+1 on.
+var appendScript = redis.NewScript(`
+local meta, events = KEYS[1], KEYS[2]
+local f = redis.call('HMGET', meta, 'owner', 'last_seq', 'last_sum', 'base_seq', 'ack_seq')
+local owner = f[1]
+if not owner then
+  return redis.error_reply('NOSESSION session is not in the store')
+end
+if owner ~= ARGV[1] then
+  return redis.error_reply('NOTOWNER session is owned by ' .. owner)
+end
+local last, lastSum = tonumber(f[2]), f[3]
+local base, acked = tonumber(f[4]), tonumber(f[5])
+local from = tonumber(ARGV[4])
+local n = (#ARGV - 9) / 3
+-- c of this call's k-th event (k from 1) is ARGV[9+3k]; its seq ARGV[7+3k].
+if last < from or last > from + n then
+  return redis.error_reply('CONFLICT store holds seq ' .. last .. ', the writer had ' .. from)
+end
+local want = ARGV[5]
+if last > from then want = ARGV[9 + 3 * (last - from)] end
+if lastSum ~= want then
+  return redis.error_reply('CONFLICT store holds another chain at seq ' .. last)
+end
+for k = last - from + 1, n do
+  local i = 7 + 3 * k
+  redis.call('XADD', events, ARGV[i] .. '-0', 'd', ARGV[i + 1], 'c', ARGV[i + 2])
+end
+local h = {}
+if n > 0 then
+  last = from + n
+  h[#h + 1] = 'last_seq'; h[#h + 1] = last
+  h[#h + 1] = 'last_sum'; h[#h + 1] = ARGV[9 + 3 * n]
+end
+local ack = tonumber(ARGV[6])
+if ack > last then
+  return redis.error_reply('CONFLICT ack ' .. ack .. ' past the last seq ' .. last)
+end
+if ack > acked then
+  h[#h + 1] = 'ack_seq'; h[#h + 1] = ack
+end
+local newBase = math.max(base, last - tonumber(ARGV[3]), ack)
+if newBase > base then
+  local sum
+  if newBase > from then
+    sum = ARGV[9 + 3 * (newBase - from)]
+  else
+    local e = redis.call('XRANGE', events, newBase .. '-0', newBase .. '-0')
+    local fields = e[1][2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'c' then sum = fields[i + 1] end
+    end
+  end
+  redis.call('XTRIM', events, 'MINID', (newBase + 1) .. '-0')
+  h[#h + 1] = 'base_seq'; h[#h + 1] = newBase
+  h[#h + 1] = 'base_sum'; h[#h + 1] = sum
+end
+if ARGV[7] == '1' then
+  h[#h + 1] = 'cp'; h[#h + 1] = ARGV[8]
+  h[#h + 1] = 'cp_seq'; h[#h + 1] = ARGV[9]
+end
+if #h > 0 then redis.call('HSET', meta, unpack(h)) end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('PEXPIRE', meta, ttl)
+  redis.call('PEXPIRE', events, ttl)
+end
+return last
+`)

@@ -1,0 +1,308 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-run/baton/buffer"
+)
+
+var (
+	// ErrNotFound means the session is not in Redis: never created,
+	// expired, or lost with a Redis restart.
+	ErrNotFound = errors.New("redisstore: session not found")
+	// ErrExists means CreateSession found the session already there.
+	ErrExists = errors.New("redisstore: session already exists")
+	// ErrNotOwner means another node owns the session: this one may not
+	// write to it.
+	ErrNotOwner = errors.New("redisstore: session owned by another node")
+	// ErrConflict means Redis holds a history that does not follow the
+	// ring's (another writer got there first).
+	ErrConflict = errors.New("redisstore: the store's copy does not follow this ring")
+	// ErrBacklog means more entries waited unwritten than Options.MaxPending.
+	ErrBacklog = errors.New("redisstore: too many entries wait unwritten")
+	// ErrClosed means the Store was closed before the ring's units were
+	// written.
+	ErrClosed = errors.New("redisstore: store closed")
+)
+
+// Options configure a Store. Node is required; every other field has a
+// default.
+type Options struct {
+	// Node is this server's id, written as the owner of the sessions it
+	// creates or claims. Required.
+	Node string
+	// TTL is how long a session's keys live without a write. Every write
+	// refreshes it, so it must exceed the longest a live session may go
+	// without one. Defaults to 24 hours.
+	TTL time.Duration
+	// Logger receives the writer's retries and losses. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// GiveUpAfter is how long the writer retries a session's write through
+	// transient errors (a Redis down, a timeout) before it reports the
+	// ring lost. Defaults to 30 seconds.
+	GiveUpAfter time.Duration
+	// FlushTimeout bounds how long Close of a ring, and Close of the
+	// Store, wait for committed units to be written. Defaults to 5 seconds.
+	FlushTimeout time.Duration
+	// MaxPending is how many entries of one session may wait unwritten;
+	// past it the ring is lost (ErrBacklog) rather than grow. Defaults to
+	// twice the ring's capacity, and at least 1024.
+	MaxPending int
+	// MaxBatch is how many sessions one round trip writes at most.
+	// Defaults to 1000.
+	MaxBatch int
+	// TailBlock is how long one blocking read of Tail waits for new
+	// entries; it bounds how late Tail notices its ctx is done. Defaults
+	// to 1 second.
+	TailBlock time.Duration
+	// TailClient is the client Tail's blocking reads use. Each running
+	// Tail holds one of its pooled connections, so give Tail its own client
+	// when many tails would starve the writer of the store's pool.
+	// Defaults to the store's client.
+	TailClient redis.UniversalClient
+}
+
+// Store is a Redis store of sessions, for one node. Its methods may be
+// called concurrently. It runs one writer goroutine, shared by all its
+// rings; Close stops it.
+type Store struct {
+	client redis.UniversalClient
+	opt    Options
+	log    *slog.Logger
+
+	stop      chan struct{} // closed by Close
+	closeOnce sync.Once
+	done      chan struct{} // closed when the writer has returned
+	wake      chan struct{} // one token: the writer has work
+
+	mu      sync.Mutex // guards ready and exited
+	ready   []*Ring    // rings with committed units waiting for the writer, each once
+	exited  bool       // the writer returned: nothing more is written
+	written stats
+}
+
+// stats counts the writer's work (atomics: read by Stats).
+type stats struct {
+	roundTrips, scripts, entries atomic.Uint64
+}
+
+// Stats is what the writer did so far.
+type Stats struct {
+	// RoundTrips is the number of pipelines sent.
+	RoundTrips uint64
+	// Scripts is the number of session writes (one EVALSHA each) sent.
+	Scripts uint64
+	// Entries is the number of events written.
+	Entries uint64
+}
+
+// New returns a Store writing through client as node opt.Node, and
+// starts its writer. The caller keeps client and closes it after Close.
+func New(client redis.UniversalClient, opt Options) (*Store, error) {
+	if opt.Node == "" {
+		return nil, errors.New("redisstore: Options.Node is required")
+	}
+	if opt.TTL <= 0 {
+		opt.TTL = 24 * time.Hour
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if opt.GiveUpAfter <= 0 {
+		opt.GiveUpAfter = 30 * time.Second
+	}
+	if opt.FlushTimeout <= 0 {
+		opt.FlushTimeout = 5 * time.Second
+	}
+	if opt.MaxBatch <= 0 {
+		opt.MaxBatch = 1000
+	}
+	if opt.TailBlock <= 0 {
+		opt.TailBlock = time.Second
+	}
+	if opt.TailClient == nil {
+		opt.TailClient = client
+	}
+	s := &Store{
+		client: client,
+		opt:    opt,
+		log:    opt.Logger.With("node", opt.Node),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+	}
+	go s.run() // owned by s: Close waits for done
+	return s, nil
+}
+
+var _ io.Closer = (*Store)(nil)
+
+// Close writes what rings have committed, for up to Options.FlushTimeout,
+// then stops the writer and waits for it. Rings still open answer from
+// memory afterwards but write nothing; their callbacks are not called
+// again.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.stop) })
+	<-s.done
+	return nil
+}
+
+// Stats returns the writer's counts so far.
+func (s *Store) Stats() Stats {
+	return Stats{
+		RoundTrips: s.written.roundTrips.Load(),
+		Scripts:    s.written.scripts.Load(),
+		Entries:    s.written.entries.Load(),
+	}
+}
+
+// SessionMeta is what a session is created with.
+type SessionMeta struct {
+	// TokenHash is the hex SHA-256 of the session's resume token.
+	TokenHash string
+	// Subject is whom the session belongs to.
+	Subject string
+	// Capacity is the ring's capacity in entries; ≤ 0 means
+	// buffer.DefaultCapacity.
+	Capacity int
+}
+
+// Info is what Lookup reads of a session.
+type Info struct {
+	SessionMeta
+	// Owner is the node that may write the session.
+	Owner string
+	// LastSeq is the latest seq Redis holds; BaseSeq the one just before
+	// the oldest entry it holds.
+	LastSeq, BaseSeq uint64
+	// AckSeq is the highest ack written.
+	AckSeq uint64
+	// CheckpointSeq is the seq the checkpoint is as of (0: none).
+	CheckpointSeq uint64
+}
+
+// CreateSession writes a new session's meta, owned by this node; it fails
+// with ErrExists if the session is there already. Then make its ring with
+// NewRing.
+func (s *Store) CreateSession(ctx context.Context, id string, meta SessionMeta) error {
+	if meta.Capacity <= 0 {
+		meta.Capacity = buffer.DefaultCapacity
+	}
+	k := keysOf(id)
+	err := createScript.Run(ctx, s.client, k[:], s.opt.Node, meta.TokenHash, meta.Subject,
+		meta.Capacity, s.opt.TTL.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("redisstore: create session %s: %w", id, scriptError(err))
+	}
+	return nil
+}
+
+// Claim makes this node the session's owner if its owner is from, and
+// reports whether it did; ErrNotFound if the session is not there. After
+// a claim, the former owner's writes are refused. Claim before OpenRing:
+// a ring opened before the claim may miss the former owner's last writes,
+// and its own writes would then be refused (ErrConflict).
+func (s *Store) Claim(ctx context.Context, id, from string) (bool, error) {
+	k := keysOf(id)
+	n, err := claimScript.Run(ctx, s.client, k[:], from, s.opt.Node, s.opt.TTL.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: claim session %s: %w", id, scriptError(err))
+	}
+	return n == 1, nil
+}
+
+// Lookup reads a session's meta; ErrNotFound if it is not there.
+func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
+	k := keysOf(id)
+	m, err := s.client.HGetAll(ctx, k[0]).Result()
+	if err != nil {
+		return Info{}, fmt.Errorf("redisstore: look up session %s: %w", id, err)
+	}
+	info, err := parseInfo(m)
+	if err != nil {
+		return Info{}, fmt.Errorf("redisstore: look up session %s: %w", id, err)
+	}
+	return info, nil
+}
+
+// keysOf returns a session's meta and events keys.
+func keysOf(id string) [2]string {
+	return [2]string{"baton:{" + id + "}:meta", "baton:{" + id + "}:events"}
+}
+
+// parseInfo reads a meta hash; ErrNotFound when it is empty.
+func parseInfo(m map[string]string) (Info, error) {
+	if len(m) == 0 {
+		return Info{}, ErrNotFound
+	}
+	info := Info{
+		SessionMeta: SessionMeta{TokenHash: m["token"], Subject: m["subject"]},
+		Owner:       m["owner"],
+	}
+	capacity, err := strconv.Atoi(m["cap"])
+	if err != nil {
+		return Info{}, fmt.Errorf("meta cap: %w", err)
+	}
+	info.Capacity = capacity
+	for _, f := range []struct {
+		name string
+		to   *uint64
+	}{
+		{"last_seq", &info.LastSeq},
+		{"base_seq", &info.BaseSeq},
+		{"ack_seq", &info.AckSeq},
+		{"cp_seq", &info.CheckpointSeq},
+	} {
+		if *f.to, err = strconv.ParseUint(m[f.name], 10, 64); err != nil {
+			return Info{}, fmt.Errorf("meta %s: %w", f.name, err)
+		}
+	}
+	return info, nil
+}
+
+// scriptError turns a script's error reply into the package's errors,
+// keeping Redis's message.
+func scriptError(err error) error {
+	for _, c := range []struct {
+		code string
+		err  error
+	}{
+		{codeNoSession, ErrNotFound},
+		{codeNotOwner, ErrNotOwner},
+		{codeConflict, ErrConflict},
+		{codeExists, ErrExists},
+	} {
+		if redis.HasErrorPrefix(err, c.code) {
+			return fmt.Errorf("%w (%v)", c.err, err)
+		}
+	}
+	return err
+}
+
+// enqueue adds r to the writer's list and wakes the writer; false once the
+// writer has returned. The caller holds r.mu and has set r.queued.
+func (s *Store) enqueue(r *Ring) bool {
+	s.mu.Lock()
+	if s.exited {
+		s.mu.Unlock()
+		return false
+	}
+	s.ready = append(s.ready, r)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
