@@ -123,6 +123,7 @@ type Client struct {
 	replayTo  uint64            // events up to this seq arrive as a replay
 	state     wsproto.State
 	answers   map[string][]byte // answers sent in the current run, by step id
+	seed      []wsproto.Task    // the task list the client chose for the run, until its first solver.start
 	sinceAck  int
 	stats     Stats
 	closed    bool

@@ -94,3 +94,47 @@ func TestWaitEndsWhenTheClientStops(t *testing.T) {
 		t.Fatalf("Wait = %v (ctx %v), want an error saying the client stopped", err, ctx.Err())
 	}
 }
+
+// The task list a client chose — its user.solve_tasks list, or its edit of
+// the plan — is in its view from the run's first solver.start, as it is in
+// the server's state (no event carries it).
+func TestViewHasTheChosenTasks(t *testing.T) {
+	url := serve(t)
+	yes := true
+	edit := []wsproto.Task{{ID: "x", Title: "X", DependsOn: []string{}}, {ID: "y", Title: "Y", DependsOn: []string{"x"}}}
+	for _, tt := range []struct {
+		name  string
+		start func(context.Context, *client.Client) error
+		// answer is the plan's answer (nil for a user.solve_tasks run)
+		answer *client.Answer
+	}{
+		{name: "solve_tasks", start: func(ctx context.Context, c *client.Client) error { return c.SolveTasks(ctx, edit) }},
+		{name: "edited plan", start: func(ctx context.Context, c *client.Client) error { return c.Message(ctx, "Plan a trip") },
+			answer: &client.Answer{Confirmed: &yes, Tasks: edit}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := client.Dial(ctx, url, &client.Options{OnConfirm: func(wsproto.UserConfirm) *client.Answer { return tt.answer }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := tt.start(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Wait(ctx, func(v client.View) bool { return v.Run != nil && v.Run.FinalAnswer != nil }); err != nil {
+				t.Fatal(err)
+			}
+			v := c.View()
+			if len(v.Run.Tasks) != 2 || v.Run.Tasks[0].ID != "x" || v.Run.Tasks[1].ID != "y" {
+				t.Fatalf("tasks in the view: %+v, want x and y", v.Run.Tasks)
+			}
+			for _, task := range v.Run.Tasks {
+				if task.Status != wsproto.TaskCompleted || task.Attempt != 1 {
+					t.Errorf("task %s: %s attempt %d, want completed at 1", task.ID, task.Status, task.Attempt)
+				}
+			}
+		})
+	}
+}

@@ -42,6 +42,7 @@ func (c *Client) deliver(f Frame) {
 			}
 		}
 		c.stats.Events++
+		c.seedLocked(f)
 		if err := c.state.ApplyJSON(f.Event, f.Metadata); err != nil {
 			c.violation("seq %d: %v", f.Seq, err)
 		}
@@ -53,6 +54,7 @@ func (c *Client) deliver(f Frame) {
 			}
 		case wsproto.EventFinalAnswer, wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
 			clear(c.answers)
+			c.seed = nil
 		}
 		if c.opts.AckEvery > 0 {
 			if c.sinceAck++; c.sinceAck >= c.opts.AckEvery {
@@ -129,4 +131,24 @@ func (c *Client) checkReplay(m wsproto.Connected) {
 
 func (c *Client) violation(format string, args ...any) {
 	c.stats.Violations = append(c.stats.Violations, fmt.Sprintf(format, args...))
+}
+
+// seedLocked gives the state the task list the client chose (its
+// user.solve_tasks list, or its edit of the plan) at the run's first
+// solver.start, as the server's state has it from then on: no event
+// carries that list.
+func (c *Client) seedLocked(f Frame) {
+	if c.seed == nil || f.Event != wsproto.EventSolverStart || c.state.Phase == wsproto.PhaseSolving {
+		return
+	}
+	var m wsproto.SolverStart
+	if json.Unmarshal(f.Metadata, &m) != nil {
+		return
+	}
+	request := ""
+	if c.state.Run != nil && c.state.Run.RunID == m.RunID {
+		request = c.state.Run.Request
+	}
+	c.state.BeginSolving(m.RunID, request, c.seed)
+	c.seed = nil
 }

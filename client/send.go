@@ -81,6 +81,9 @@ func (c *Client) MessageAdaptive(ctx context.Context, text string) error {
 
 // SolveTasks starts a run of the given tasks.
 func (c *Client) SolveTasks(ctx context.Context, tasks []wsproto.Task) error {
+	c.mu.Lock()
+	c.seed = tasks
+	c.mu.Unlock()
 	return c.Send(ctx, wsproto.EventUserSolve, "", "", map[string]any{"tasks": tasks})
 }
 
@@ -97,6 +100,17 @@ func (c *Client) RestartTask(ctx context.Context, taskID string) error {
 
 // Respond answers a confirmation.
 func (c *Client) Respond(ctx context.Context, stepID string, a Answer) error {
+	if a.Tasks != nil && a.Confirmed != nil && *a.Confirmed {
+		c.mu.Lock()
+		if r := c.state.Run; r != nil {
+			for _, p := range r.PendingConfirm {
+				if p.StepID == stepID && p.Kind == wsproto.ConfirmPlan {
+					c.seed = a.Tasks // the edited plan is what the run solves
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
 	return c.Send(ctx, wsproto.EventUserResponse, stepID, "", a)
 }
 

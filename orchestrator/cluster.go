@@ -93,6 +93,8 @@ type Opened struct {
 	// as of seq CheckpointSeq; the ring's events after it are its tail.
 	Checkpoint    []byte
 	CheckpointSeq uint64
+	// BaseSeq is the seq just before the oldest event the ring holds.
+	BaseSeq uint64
 }
 
 // Orphan is a session with a run whose server died.

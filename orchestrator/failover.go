@@ -174,7 +174,10 @@ func stateOf(ctx context.Context, op Opened) (wsproto.State, error) {
 		}
 		st = cp.State
 	}
-	tail, err := op.Ring.Since(ctx, op.CheckpointSeq)
+	// Acks and eviction may have dropped events after the checkpoint:
+	// those were progress, which the state can do without (every
+	// transition writes a checkpoint with its event).
+	tail, err := op.Ring.Since(ctx, max(op.CheckpointSeq, op.BaseSeq))
 	if err != nil {
 		return st, fmt.Errorf("events after the checkpoint: %w", err)
 	}

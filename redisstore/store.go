@@ -183,6 +183,9 @@ type Info struct {
 	SessionMeta
 	// Owner is the node that may write the session.
 	Owner string
+	// Conn names the connection the session is attached to (Attach), ""
+	// when none.
+	Conn string
 	// LastSeq is the latest seq Redis holds; BaseSeq the one just before
 	// the oldest entry it holds.
 	LastSeq, BaseSeq uint64
@@ -225,9 +228,15 @@ func (s *Store) Claim(ctx context.Context, id, from string) (bool, error) {
 // Lookup reads a session's meta; ErrNotFound if it is not there.
 func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 	k := keysOf(id)
-	m, err := s.client.HGetAll(ctx, k[0]).Result()
+	vals, err := s.client.HMGet(ctx, k[0], infoFields...).Result()
 	if err != nil {
 		return Info{}, fmt.Errorf("redisstore: look up session %s: %w", id, err)
+	}
+	m := make(map[string]string, len(infoFields))
+	for i, v := range vals {
+		if v, ok := v.(string); ok {
+			m[infoFields[i]] = v
+		}
 	}
 	info, err := parseInfo(m)
 	if err != nil {
@@ -241,6 +250,10 @@ func keysOf(id string) [2]string {
 	return [2]string{"baton:{" + id + "}:meta", "baton:{" + id + "}:events"}
 }
 
+// infoFields are the meta hash's fields Lookup reads (not the checkpoint,
+// which may be large).
+var infoFields = []string{"token", "subject", "owner", "conn", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
+
 // parseInfo reads a meta hash; ErrNotFound when it is empty.
 func parseInfo(m map[string]string) (Info, error) {
 	if len(m) == 0 {
@@ -249,6 +262,7 @@ func parseInfo(m map[string]string) (Info, error) {
 	info := Info{
 		SessionMeta: SessionMeta{TokenHash: m["token"], Subject: m["subject"]},
 		Owner:       m["owner"],
+		Conn:        m["conn"],
 	}
 	capacity, err := strconv.Atoi(m["cap"])
 	if err != nil {

@@ -195,7 +195,7 @@ func slowTasks(n int) []wsproto.Task {
 		tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: fmt.Sprintf("Task %d", i+1),
 			Description: "Work through it [sim:sleep=1s]"}
 		if i > 0 {
-			tasks[i].Dependencies = []string{tasks[i-1].ID}
+			tasks[i].DependsOn = []string{tasks[i-1].ID}
 		}
 	}
 	return tasks

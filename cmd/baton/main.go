@@ -152,6 +152,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer closeTools.Close()
 	c.opts.Loop.Tools = set
+	if c.store == "redis" {
+		cl, err := joinCluster(ctx, c, log)
+		if err != nil {
+			return fmt.Errorf("configure: %w", err)
+		}
+		defer cl.Close() // after the orchestrator's Close, which leaves the cluster
+		c.opts.Cluster = cl
+	}
 	orch, err := orchestrator.New(m, &c.opts)
 	if err != nil {
 		return err
