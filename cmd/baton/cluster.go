@@ -150,8 +150,10 @@ func (cl *cluster) Detach(ctx context.Context, id, conn string) error {
 	return cl.store.Detach(ctx, id, conn)
 }
 
-func (cl *cluster) Touch(ctx context.Context, ids ...string) error { return cl.store.Touch(ctx, ids...) }
-func (cl *cluster) Delete(ctx context.Context, id string) error    { return cl.store.Delete(ctx, id) }
+func (cl *cluster) Touch(ctx context.Context, ids ...string) error {
+	return cl.store.Touch(ctx, ids...)
+}
+func (cl *cluster) Delete(ctx context.Context, id string) error { return cl.store.Delete(ctx, id) }
 
 func (cl *cluster) Running(ctx context.Context, id string, running bool) error {
 	return cl.node.Running(ctx, id, running)
