@@ -121,6 +121,7 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 	}
 	sess.closeConfirmLocked(resp.StepID)
 	c.answer <- resp
+	sess.answeredLocked(c, resp)
 	return nil
 }
 
@@ -131,6 +132,7 @@ func (sess *session) cancelRun(cause error) *wsproto.Error {
 	if r == nil {
 		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserCancel, Message: "no run to cancel"}
 	}
+	sess.cancelled(r, cause)
 	r.cancel(cause)
 	return nil
 }
@@ -156,6 +158,7 @@ func (sess *session) cancelTask(taskID string) *wsproto.Error {
 		return &wsproto.Error{Code: wsproto.CodeUnknownTask, RefType: wsproto.EventUserCancelTask,
 			Message: "no pending or running task has this id"}
 	}
+	sess.taskCancelled(r, taskID)
 	return nil
 }
 
@@ -168,6 +171,7 @@ func (sess *session) replan(feedback string) *wsproto.Error {
 		if c.kind == wsproto.ConfirmPlan && c.run == sess.run {
 			sess.closeConfirmLocked(id) // its step_id is answered step_id_mismatch from now on
 			c.replan <- feedback
+			sess.replannedLocked(c, feedback)
 			return nil
 		}
 	}

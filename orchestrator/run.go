@@ -42,13 +42,24 @@ type run struct {
 	// is set once that log is written (under sess.mu).
 	completed *wsproto.PipelineCompleted
 	ended     bool
+
+	// cp is what a checkpoint records of the run beyond the session's
+	// state: nil unless the session's ring is durable (checkpoint.go).
+	// Guarded by sess.mu.
+	cp *runCheckpoint
+	// restored holds what a run taken over from another server had left
+	// open (restore.go); nil for a run that started here. Set before the
+	// run's goroutine starts.
+	restored *restoredRun
 }
 
 // confirm is an open agent.user_confirm waiting for its user.response.
 type confirm struct {
-	stepID string
-	kind   string
-	run    *run
+	stepID  string
+	kind    string
+	run     *run
+	meta    *wsproto.UserConfirm // as asked; not modified after
+	expires time.Time
 	// answer receives exactly one answer, or (plan_confirm only) replan
 	// the feedback of the user.replan that withdrew it. Both have cap 1.
 	answer chan *wsproto.Response
@@ -88,6 +99,7 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 		adaptive: adaptive || sess.srv.opts.Adaptive}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
+	sess.runStartedLocked(r, tasks)
 	r.logStart(tasks)
 	sess.srv.runWG.Add(1)
 	go r.execute(tasks)
@@ -127,30 +139,63 @@ func invalidTasks(probs []wsproto.TaskProblem) *wsproto.Error {
 func (r *run) execute(tasks []wsproto.Task) {
 	defer r.sess.srv.runWG.Done()
 	defer r.cancel(nil)
+	r.pipeline(tasks, planFrom{})
+}
+
+// planFrom is where a run's planning starts: from nothing for a new run;
+// a restored run may have plans the user sent back, planning attempts
+// made, or a plan waiting for its confirmation (open, or answered).
+type planFrom struct {
+	rejected []planner.Rejection
+	attempts int
+	plan     *planner.Plan
+	confirm  *confirm
+}
+
+// pipeline plans (unless tasks are given) until the user confirms a plan,
+// then solves and aggregates.
+func (r *run) pipeline(tasks []wsproto.Task, from planFrom) {
 	summary := ""
-	var rejected []planner.Rejection
+	rejected := from.rejected
 	for tasks == nil {
-		plan, ok := r.plan(rejected)
-		if !ok {
-			return
+		plan := from.plan
+		if plan == nil {
+			p, ok := r.plan(rejected, from.attempts)
+			if !ok {
+				return
+			}
+			plan = &p
 		}
 		var feedback *string
-		if tasks, feedback, ok = r.confirmPlan(plan.Summary, plan.Tasks); !ok {
+		var ok bool
+		if tasks, feedback, ok = r.confirmPlan(plan.Summary, plan.Tasks, from.confirm); !ok {
 			return
 		}
+		from = planFrom{}
 		if feedback != nil { // user.replan: plan again with the feedback
-			rejected = append(rejected, planner.Rejection{Plan: plan, Feedback: *feedback})
+			rejected = append(rejected, planner.Rejection{Plan: *plan, Feedback: *feedback})
 			continue
 		}
 		summary = plan.Summary
 		r.confirmed = true
 	}
 	r.summary = summary
-	report, ok := r.solve(tasks, summary)
+	report, ok := r.solve(tasks, summary, nil)
 	if !ok {
 		return
 	}
 	r.aggregate(summary, report)
+}
+
+// emitNoting is emit with note applied to the run's checkpoint record in
+// the same step, for what the event's metadata does not carry.
+func (r *run) emitNoting(note func(x *runCheckpoint), event, content string, meta any) {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	if r.cp != nil {
+		note(r.cp)
+	}
+	r.sess.emitLocked(event, "", content, meta)
 }
 
 func (r *run) emit(event, content string, meta any) {
@@ -198,8 +243,10 @@ func (r *run) stopped() {
 // plan drafts the plan, retrying model failures and unusable plans per
 // the retry policy (§5.2): error.execution and error.recovery_started with
 // stage "plan", then plan.completed, or plan.cancelled when out of retries.
-// rejected are the plans the user sent back so far (user.replan, §11).
-func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
+// rejected are the plans the user sent back so far (user.replan, §11);
+// made is the attempts made before (a restored run's), which count
+// against the retries.
+func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) {
 	opts := r.sess.srv.opts
 	start := &wsproto.PlanStart{RunID: r.id, Request: r.request}
 	content := "Planning"
@@ -210,7 +257,7 @@ func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
 	delays := opts.retryPolicy().Backoff()
 	step := 0
 	req := planner.Request{Text: r.request, Rejected: rejected}
-	for retry := 0; ; retry++ {
+	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
 		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
 			step++
@@ -225,7 +272,8 @@ func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
 			if probs == nil {
 				r.usage = r.usage.Add(p.Usage)
 				wsproto.NormalizeTasks(p.Tasks)
-				r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
+				r.emitNoting(func(x *runCheckpoint) { x.PlanUsage = r.usage },
+					wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
 				return p, true
 			}
 			req.Feedback = problemsText(probs)
@@ -262,15 +310,17 @@ func problemsText(probs []wsproto.TaskProblem) string {
 
 // confirmPlan asks the user to confirm the plan and returns the tasks to
 // solve: the plan's, or the user's edit of them; or, when a user.replan
-// withdrew the confirmation, the user's feedback.
-func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task, *string, bool) {
-	timeout := r.sess.srv.opts.ConfirmTimeout
-	c := r.openConfirm(&wsproto.UserConfirm{
-		Kind:        wsproto.ConfirmPlan,
-		PlanSummary: summary,
-		Tasks:       tasks,
-	}, "Confirm the plan", timeout)
-	answer, err := r.await(r.ctx, c, timeout, func() {
+// withdrew the confirmation, the user's feedback. c is the confirmation
+// a restored run had open, if any; nil opens one.
+func (r *run) confirmPlan(summary string, tasks []wsproto.Task, c *confirm) ([]wsproto.Task, *string, bool) {
+	if c == nil {
+		c = r.openConfirm(&wsproto.UserConfirm{
+			Kind:        wsproto.ConfirmPlan,
+			PlanSummary: summary,
+			Tasks:       tasks,
+		}, "Confirm the plan", r.sess.srv.opts.ConfirmTimeout)
+	}
+	answer, err := r.await(r.ctx, c, time.Until(c.expires), func() {
 		r.finishLocked(wsproto.EventPlanCancelled, "No answer: plan cancelled",
 			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonConfirmTimeout})
 	})
@@ -298,16 +348,22 @@ func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task,
 // openConfirm registers a confirmation and emits its agent.user_confirm in
 // one step, so no answer can arrive for a step_id the session does not know.
 func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout time.Duration) *confirm {
-	c := &confirm{stepID: confirmPrefix[meta.Kind] + uuid.NewString(), kind: meta.Kind, run: r, answer: make(chan *wsproto.Response, 1)}
-	if meta.Kind == wsproto.ConfirmPlan {
-		c.replan = make(chan string, 1)
-	}
+	c := newConfirm(r, meta.Kind, confirmPrefix[meta.Kind]+uuid.NewString())
 	meta.RunID, meta.StepID = r.id, c.stepID
 	meta.ExpiresAt = time.Now().Add(timeout).UTC()
+	c.meta, c.expires = meta, meta.ExpiresAt
 	r.sess.mu.Lock()
 	r.sess.confirms[c.stepID] = c
 	r.sess.emitLocked(wsproto.EventUserConfirm, c.stepID, content, meta)
 	r.sess.mu.Unlock()
+	return c
+}
+
+func newConfirm(r *run, kind, stepID string) *confirm {
+	c := &confirm{stepID: stepID, kind: kind, run: r, answer: make(chan *wsproto.Response, 1)}
+	if kind == wsproto.ConfirmPlan {
+		c.replan = make(chan string, 1)
+	}
 	return c
 }
 
@@ -360,9 +416,11 @@ func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expi
 	}
 }
 
-func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) {
+// solve runs the tasks, or, for a restored run, goes on from where from
+// says they stood.
+func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (solver.Report, bool) {
 	opts := r.sess.srv.opts
-	sched := solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, solver.Options{
+	sopts := solver.Options{
 		MaxParallel: opts.MaxParallel,
 		Retry:       opts.retryPolicy(),
 		TaskTimeout: opts.TaskTimeout,
@@ -371,10 +429,19 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 		Adaptive:    r.adaptive,
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
-	})
+	}
+	var sched *solver.Run
+	if from != nil {
+		sched = solver.NewResumed(*from, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+	} else {
+		sched = solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+	}
 	r.sess.mu.Lock()
-	r.sess.state.BeginSolving(r.id, r.request, tasks)
+	if from == nil {
+		r.sess.state.BeginSolving(r.id, r.request, tasks)
+	}
 	r.sched = sched
+	r.sess.solvingLocked(r)
 	r.sess.mu.Unlock()
 
 	report := sched.Execute(r.ctx)
@@ -389,14 +456,18 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 	return report, true
 }
 
-func (r *run) aggregate(summary string, report solver.Report) {
-	counts := wsproto.AggregateStart{
-		RunID:     r.id,
+func aggregateCounts(runID string, report solver.Report) wsproto.AggregateStart {
+	return wsproto.AggregateStart{
+		RunID:     runID,
 		Completed: report.Count(wsproto.TaskCompleted),
 		Failed:    report.Count(wsproto.TaskFailed),
 		Skipped:   report.Count(wsproto.TaskSkipped),
 		Cancelled: report.Count(wsproto.TaskCancelled),
 	}
+}
+
+func (r *run) aggregate(summary string, report solver.Report) {
+	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
 	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks))}
@@ -423,11 +494,19 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		out.Summary = "The results could not be summarised: " + r.public(err, "stage", "aggregate")
 		out.Answer = out.Summary
 	}
-	r.emit(wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
+	r.emitNoting(func(x *runCheckpoint) {
+		x.Aggregated = &aggregated{Summary: out.Summary, Answer: out.Answer, Usage: out.Usage}
+	},
+		wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
+	r.conclude(counts, len(report.Tasks), report.Usage.Add(out.Usage), out.Answer)
+}
 
+// conclude ends a run whose results are aggregated: pipeline.completed
+// and the final answer. usage is the solving's and the aggregation's.
+func (r *run) conclude(counts wsproto.AggregateStart, tasks int, usage wsproto.Usage, answer string) {
 	status := wsproto.StatusPartial
 	switch counts.Completed {
-	case len(report.Tasks):
+	case tasks:
 		status = wsproto.StatusSucceeded
 	case 0:
 		status = wsproto.StatusFailed
@@ -440,8 +519,8 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		Skipped:    counts.Skipped,
 		Cancelled:  counts.Cancelled,
 		DurationMS: time.Since(r.started).Milliseconds(),
-		Usage:      r.usage.Add(report.Usage).Add(out.Usage),
+		Usage:      r.usage.Add(usage),
 	}
 	r.emit(wsproto.EventPipelineCompleted, "Run "+status, r.completed)
-	r.finish(wsproto.EventFinalAnswer, out.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: out.Answer})
+	r.finish(wsproto.EventFinalAnswer, answer, &wsproto.FinalAnswer{RunID: r.id, Content: answer})
 }

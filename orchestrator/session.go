@@ -25,6 +25,9 @@ type session struct {
 	token string
 	srv   *Server
 	ring  buffer.Ring
+	// dur is set when ring is a buffer.Durable: the session is then
+	// checkpointed at every transition (checkpoint.go).
+	dur *durable
 	// ctx is the session's life, handed to every ring call: done once the
 	// session is freed (release).
 	ctx    context.Context
@@ -54,6 +57,7 @@ func (s *Server) newSession() *session {
 		ring:     s.opts.NewRing(s.opts.BufferSize),
 		confirms: make(map[string]*confirm),
 	}
+	sess.dur = newDurable(sess.ring)
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
@@ -231,6 +235,9 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 		return
 	}
 	sess.state.Apply(event, meta)
+	if sess.dur != nil {
+		sess.transitionLocked(e.Seq, event, meta)
+	}
 	if sess.conn != nil {
 		sess.conn.send(e.Data)
 	}

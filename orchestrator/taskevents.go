@@ -25,6 +25,7 @@ func (e taskEvents) Progress(id string, attempt int, f float64, msg string) {
 }
 
 func (e taskEvents) Completed(id string, attempt int, res solver.Result, took time.Duration) {
+	e.r.endParked(id)
 	e.r.emit(wsproto.EventSolverCompleted, "Completed "+id, &wsproto.SolverCompleted{
 		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: res.Text, DurationMS: took.Milliseconds(), Usage: res.Usage})
 }
@@ -46,6 +47,7 @@ func (e taskEvents) Recovered(id string, attempt int) {
 }
 
 func (e taskEvents) GaveUp(id string, attempts int, err error) {
+	e.r.endParked(id)
 	e.r.emit(wsproto.EventRecoveryFailed, "Gave up on "+id, &wsproto.RecoveryFailed{
 		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: failure.Public(err)})
 }
@@ -53,28 +55,35 @@ func (e taskEvents) GaveUp(id string, attempts int, err error) {
 // Decide asks the user what to do with a task that gave up (kind
 // task_failed). No answer within the confirm timeout counts as skip; abort
 // cancels the run.
+//
+// A restored run asks again with the confirmation it had open.
 func (e taskEvents) Decide(ctx context.Context, id string, err error) solver.Decision {
-	timeout := e.r.sess.srv.opts.ConfirmTimeout
-	c := e.r.openConfirm(&wsproto.UserConfirm{
-		Kind:    wsproto.ConfirmTaskFailed,
-		TaskID:  id,
-		Options: []string{"retry", "skip", "abort"},
-	}, "Task "+id+" failed: retry, skip or abort?", timeout)
-	answer, aerr := e.r.await(ctx, c, timeout, nil)
-	if aerr != nil {
-		return solver.Skip
+	c := e.r.reclaim(wsproto.ConfirmTaskFailed, id)
+	if c == nil {
+		c = e.r.openConfirm(&wsproto.UserConfirm{
+			Kind:    wsproto.ConfirmTaskFailed,
+			TaskID:  id,
+			Options: []string{"retry", "skip", "abort"},
+		}, "Task "+id+" failed: retry, skip or abort?", e.r.sess.srv.opts.ConfirmTimeout)
 	}
-	switch answer.Action {
-	case "retry":
-		return solver.Retry
-	case "abort":
+	answer, aerr := e.r.await(ctx, c, time.Until(c.expires), nil)
+	d := solver.Skip
+	switch {
+	case aerr != nil:
+	case answer.Action == "retry":
+		d = solver.Retry
+	case answer.Action == "abort":
 		e.r.cancel(errUserAbort)
-		return solver.Abort
+		d = solver.Abort
 	}
-	return solver.Skip
+	if ctx.Err() == nil {
+		e.r.decided(id, d)
+	}
+	return d
 }
 
 func (e taskEvents) Cancelled(id, reason string) {
+	e.r.endParked(id)
 	e.r.emit(wsproto.EventSolverCancelled, "Cancelled "+id, &wsproto.SolverCancelled{RunID: e.r.id, TaskID: id, Reason: reason})
 }
 
@@ -119,7 +128,15 @@ func (e taskEvents) TodoCompleted(m *wsproto.TodoCompleted) {
 
 // ConfirmTool asks the user to approve a call of a tool that changes the
 // world (kind tool_confirm). Declined or expired is false.
+//
+// A restarted task of a restored run that asks what it had asked before
+// the takeover gets that confirmation again (claim).
 func (e taskEvents) ConfirmTool(ctx context.Context, id, tool string, args json.RawMessage) bool {
+	if answer, ok, err := e.r.claim(ctx, wsproto.ConfirmTool, id, func(m *wsproto.UserConfirm) bool {
+		return m.Tool == tool && sameJSON(m.Arguments, args)
+	}); ok {
+		return err == nil && *answer.Approved
+	}
 	timeout := e.r.sess.srv.opts.ConfirmTimeout
 	c := e.r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmTool, TaskID: id, Tool: tool, Arguments: args},
 		"Allow "+tool+"?", timeout)
@@ -129,7 +146,17 @@ func (e taskEvents) ConfirmTool(ctx context.Context, id, tool string, args json.
 
 // AskUser asks the user a question for a task (kind input_request); ok is
 // false when it expired or the task ended first.
+//
+// Like ConfirmTool, it claims the question a restored run had open.
 func (e taskEvents) AskUser(ctx context.Context, id, question, context string) (string, bool) {
+	if answer, ok, err := e.r.claim(ctx, wsproto.ConfirmInput, id, func(m *wsproto.UserConfirm) bool {
+		return m.Question == question
+	}); ok {
+		if err != nil {
+			return "", false
+		}
+		return *answer.Text, true
+	}
 	timeout := e.r.sess.srv.opts.ConfirmTimeout
 	c := e.r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmInput, TaskID: id, Question: question, Context: context},
 		question, timeout)
