@@ -61,8 +61,6 @@ func statusIs(cp *checkpoint, id, status string) bool {
 	return t != nil && t.Status == status
 }
 
-func tasks(ts ...wsproto.Task) []wsproto.Task { return ts }
-
 func tk(id, desc string, deps ...string) wsproto.Task {
 	return wsproto.Task{ID: id, Title: "Task " + id, Description: desc, DependsOn: append([]string{}, deps...)}
 }
