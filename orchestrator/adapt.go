@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
@@ -15,30 +16,50 @@ import (
 // adjustment confirmed first in a run the user confirmed, or the run
 // synthesized. It runs on a goroutine the solver owns, while no new task
 // starts.
+//
+// A restored run whose decide step had told its decision (plan.decision)
+// goes on with that decision instead of asking the model again.
 func (e taskEvents) Adapt(ctx context.Context, in solver.AdaptInput) solver.Adaptation {
 	r := e.r
 	sched := r.scheduler()
-	d, after, details, usage := r.nextStep(ctx, sched, in)
-	out := solver.Adaptation{Usage: usage}
-	if ctx.Err() != nil {
-		return out
+	var out solver.Adaptation
+	if step := r.resumedStep(in.AfterTask); step != nil {
+		out = r.resumeStep(ctx, sched, step)
+	} else {
+		d, after, details, usage := r.nextStep(ctx, sched, in)
+		out.Usage = usage
+		if ctx.Err() != nil {
+			return out
+		}
+		r.emitNoting(func(x *runCheckpoint) { x.decision(in.Number, in.AfterTask, d) }, wsproto.EventPlanDecision, d.Reason,
+			&wsproto.PlanDecision{RunID: r.id, AfterTask: in.AfterTask, Action: d.Action, Reason: d.Reason, Details: details})
+		out = r.carryOut(ctx, sched, d, after, nil, out)
 	}
-	r.emit(wsproto.EventPlanDecision, d.Reason, &wsproto.PlanDecision{
-		RunID: r.id, AfterTask: in.AfterTask, Action: d.Action, Reason: d.Reason, Details: details})
+	if ctx.Err() == nil {
+		r.adapted(out)
+	}
+	return out
+}
+
+// carryOut carries out a decision told to the client: asks the user, has
+// an adjustment confirmed in a run the user confirmed, or synthesizes. c
+// is the confirmation a restored run had open for it, if any.
+func (r *run) carryOut(ctx context.Context, sched *solver.Run, d planner.Decision, after []wsproto.Task, c *confirm, out solver.Adaptation) solver.Adaptation {
 	switch d.Action {
 	case wsproto.ActionSynthesize:
 		out.Synthesize = true
 	case wsproto.ActionRequestInput:
-		timeout := r.sess.srv.opts.ConfirmTimeout
-		c := r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmInput, Question: d.Question, Context: d.Context},
-			d.Question, timeout)
-		if answer, err := r.await(ctx, c, timeout, nil); err == nil {
+		if c == nil {
+			c = r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmInput, Question: d.Question, Context: d.Context},
+				d.Question, r.sess.srv.opts.ConfirmTimeout)
+		}
+		if answer, err := r.await(ctx, c, time.Until(c.expires), nil); err == nil {
 			sched.AddAnswer(solver.Answer{Question: d.Question, Text: *answer.Text})
 		}
 	case wsproto.ActionAdjustPlan:
 		change := &solver.Change{Add: d.Add, Remove: d.Remove, Reason: d.Reason}
 		if r.confirmed {
-			change = r.confirmChange(ctx, sched, change, after)
+			change = r.confirmChange(ctx, sched, change, after, c)
 		}
 		out.Change = change
 	}
@@ -122,16 +143,17 @@ func (r *run) checkDecision(ctx context.Context, sched *solver.Run, d planner.De
 // confirmChange asks the user to approve an adjustment (kind plan_adjust)
 // and returns the change to make: the proposed one, the one the user's
 // edited list amounts to, or nil when declined, expired or no longer
-// valid.
-func (r *run) confirmChange(ctx context.Context, sched *solver.Run, change *solver.Change, after []wsproto.Task) *solver.Change {
-	timeout := r.sess.srv.opts.ConfirmTimeout
-	c := r.openConfirm(&wsproto.UserConfirm{
-		Kind:    wsproto.ConfirmAdjust,
-		Added:   wsproto.NormalizeTasks(append([]wsproto.Task{}, change.Add...)),
-		Removed: append([]string{}, change.Remove...),
-		Tasks:   after,
-	}, "Adjust the plan?", timeout)
-	answer, err := r.await(ctx, c, timeout, nil)
+// valid. c is the confirmation a restored run had open, if any.
+func (r *run) confirmChange(ctx context.Context, sched *solver.Run, change *solver.Change, after []wsproto.Task, c *confirm) *solver.Change {
+	if c == nil {
+		c = r.openConfirm(&wsproto.UserConfirm{
+			Kind:    wsproto.ConfirmAdjust,
+			Added:   wsproto.NormalizeTasks(append([]wsproto.Task{}, change.Add...)),
+			Removed: append([]string{}, change.Remove...),
+			Tasks:   after,
+		}, "Adjust the plan?", r.sess.srv.opts.ConfirmTimeout)
+	}
+	answer, err := r.await(ctx, c, time.Until(c.expires), nil)
 	if err != nil || !*answer.Confirmed {
 		return nil
 	}

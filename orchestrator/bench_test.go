@@ -2,11 +2,14 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/wsproto"
@@ -39,5 +42,56 @@ func BenchmarkEmit(b *testing.B) {
 			c.queue = c.queue[:0]
 			c.mu.Unlock()
 		}
+	}
+}
+
+// nopDurable is a Durable ring whose store takes everything at once and
+// keeps nothing: what a checkpoint costs the session, without the store.
+type nopDurable struct {
+	*buffer.Memory
+	bytes int
+}
+
+func (r *nopDurable) Checkpoint(data []byte)    { r.bytes = len(data) }
+func (r *nopDurable) Commit()                   {}
+func (r *nopDurable) Durable() (uint64, string) { return 0, "" }
+
+// BenchmarkEmitCheckpointed is BenchmarkEmit with a durable ring and an
+// event that is checkpointed (a todo item's progress), in a run of n tasks
+// with a 1 KiB result each: encoding the session's state under its lock is
+// the price of a checkpoint at every transition.
+func BenchmarkEmitCheckpointed(b *testing.B) {
+	for _, n := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
+			var ring *nopDurable
+			srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
+				&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NewRing: func(n int) buffer.Ring {
+					ring = &nopDurable{Memory: buffer.NewMemory(n)}
+					return ring
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close(b.Context())
+			sess, _, _ := srv.newSession(context.Background())
+			const runID = "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77"
+			tasks := make([]wsproto.Task, n)
+			for i := range tasks {
+				tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Research the background", DependsOn: []string{}}
+			}
+			sess.state.BeginSolving(runID, "Plan a garden", tasks)
+			for i := range sess.state.Run.Tasks {
+				sess.state.Run.Tasks[i].Status, sess.state.Run.Tasks[i].Result = wsproto.TaskCompleted, strings.Repeat("r", 1024)
+			}
+			sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving}}
+			meta := &wsproto.TodoItemProgress{RunID: runID, TaskID: "t1", Version: 1,
+				Item: wsproto.TodoItem{ID: "1", Content: "Gather material", Status: wsproto.TodoStatusInProgress, ToolCalls: 1}}
+			b.ReportAllocs()
+			for b.Loop() {
+				meta.Version++
+				sess.emit(wsproto.EventTodoItemProgress, "", "Gather material: in_progress", meta)
+			}
+			b.ReportMetric(float64(ring.bytes), "checkpoint-bytes")
+		})
 	}
 }

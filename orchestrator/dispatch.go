@@ -129,6 +129,7 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 	}
 	sess.closeConfirmLocked(resp.StepID)
 	c.answer <- resp
+	sess.answeredLocked(c, resp)
 	return nil
 }
 
@@ -139,6 +140,7 @@ func (sess *session) cancelRun(cause error) *wsproto.Error {
 	if r == nil {
 		return &wsproto.Error{Code: wsproto.CodeNoActiveRun, RefType: wsproto.EventUserCancel, Message: "no run to cancel"}
 	}
+	sess.cancelled(r, cause)
 	r.cancel(cause)
 	return nil
 }
@@ -164,6 +166,7 @@ func (sess *session) cancelTask(taskID string) *wsproto.Error {
 		return &wsproto.Error{Code: wsproto.CodeUnknownTask, RefType: wsproto.EventUserCancelTask,
 			Message: "no pending or running task has this id"}
 	}
+	sess.taskCancelled(r, taskID)
 	return nil
 }
 
@@ -176,6 +179,7 @@ func (sess *session) replan(feedback string) *wsproto.Error {
 		if c.kind == wsproto.ConfirmPlan && c.run == sess.run {
 			sess.closeConfirmLocked(id) // its step_id is answered step_id_mismatch from now on
 			c.replan <- feedback
+			sess.replannedLocked(c, feedback)
 			return nil
 		}
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -98,24 +100,46 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 	if !won {
 		return nil, errClaimLost
 	}
-	sess := &session{id: id, srv: s, confirms: make(map[string]*confirm)}
-	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
-	op, err := cl.Open(ctx, id, sess.hooks())
+	// The ring reports to the session restore makes; nothing is written,
+	// so nothing reported, before bind names it.
+	var late atomic.Pointer[session]
+	op, err := cl.Open(ctx, id, RingHooks{
+		OnDurable: func(es []buffer.Entry) {
+			if sess := late.Load(); sess != nil {
+				sess.deliver(es)
+			}
+		},
+		OnLost: func(err error) {
+			if sess := late.Load(); sess != nil {
+				sess.lost(err)
+			}
+		},
+	})
 	if err != nil {
-		sess.cancel()
 		return nil, fmt.Errorf("load %s: %w", id, err)
 	}
-	sess.tokenHash, sess.ring, sess.durable = op.TokenHash, op.Ring, op.Ring
-	if err := s.restore(ctx, sess, op); err != nil {
-		sess.cancel()
+	tail, err := op.Ring.Since(ctx, max(op.CheckpointSeq, op.BaseSeq))
+	if err != nil {
 		closeRing(op.Ring, s)
-		return nil, fmt.Errorf("restore %s: %w", id, err)
+		return nil, fmt.Errorf("load %s: events after the checkpoint: %w", id, err)
 	}
-	sess.detachedAt.Store(time.Now().UnixNano())
-	s.mu.Lock()
-	s.sessions[id] = sess
-	s.mu.Unlock()
+	sess, err := s.restore(ctx, id, op.TokenHash, op.Ring, op.Checkpoint, tail, func(sess *session) {
+		sess.shared = op.Ring
+		late.Store(sess)
+	})
+	if err != nil {
+		closeRing(op.Ring, s)
+		return nil, err
+	}
 	s.log.Info("session taken over", "session", id, "from", from, "checkpoint_seq", op.CheckpointSeq)
+	sess.mu.Lock()
+	running := sess.run != nil
+	sess.mu.Unlock()
+	if !running { // Claim counted it as a run of ours
+		if err := cl.Running(ctx, id, false); err != nil {
+			s.log.Error("record the run in the store", "session", id, "err", err)
+		}
+	}
 	return sess, nil
 }
 
@@ -167,17 +191,19 @@ func (r *run) markRunning(running bool) {
 // its checkpoint's, with the events after it folded in.
 func stateOf(ctx context.Context, op Opened) (wsproto.State, error) {
 	var st wsproto.State
+	after := op.CheckpointSeq
 	if op.Checkpoint != nil {
-		cp, err := decodeCheckpoint(op.Checkpoint)
-		if err != nil {
-			return st, err
+		var cp checkpoint
+		if err := json.Unmarshal(op.Checkpoint, &cp); err != nil {
+			return st, fmt.Errorf("decode checkpoint: %w", err)
 		}
-		st = cp.State
+		st = wsproto.State{Phase: cp.Phase, Run: cp.Run}
+		after = cp.Seq
 	}
 	// Acks and eviction may have dropped events after the checkpoint:
 	// those were progress, which the state can do without (every
 	// transition writes a checkpoint with its event).
-	tail, err := op.Ring.Since(ctx, max(op.CheckpointSeq, op.BaseSeq))
+	tail, err := op.Ring.Since(ctx, max(after, op.BaseSeq))
 	if err != nil {
 		return st, fmt.Errorf("events after the checkpoint: %w", err)
 	}

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -43,13 +42,24 @@ type run struct {
 	// is set once that log is written (under sess.mu).
 	completed *wsproto.PipelineCompleted
 	ended     bool
+
+	// cp is what a checkpoint records of the run beyond the session's
+	// state: nil unless the session's ring is durable (checkpoint.go).
+	// Guarded by sess.mu.
+	cp *runCheckpoint
+	// restored holds what a run taken over from another server had left
+	// open (restore.go); nil for a run that started here. Set before the
+	// run's goroutine starts.
+	restored *restoredRun
 }
 
 // confirm is an open agent.user_confirm waiting for its user.response.
 type confirm struct {
-	stepID string
-	kind   string
-	run    *run
+	stepID  string
+	kind    string
+	run     *run
+	meta    *wsproto.UserConfirm // as asked; not modified after
+	expires time.Time
 	// answer receives exactly one answer, or (plan_confirm only) replan
 	// the feedback of the user.replan that withdrew it. Both have cap 1.
 	answer chan *wsproto.Response
@@ -89,6 +99,7 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 		adaptive: adaptive || sess.srv.opts.Adaptive}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
+	sess.runStartedLocked(r, tasks)
 	r.logStart(tasks)
 	sess.srv.runWG.Add(1)
 	go r.execute(tasks)
@@ -130,30 +141,63 @@ func (r *run) execute(tasks []wsproto.Task) {
 	defer r.cancel(nil)
 	r.markRunning(true)
 	defer r.markRunning(false)
+	r.pipeline(tasks, planFrom{})
+}
+
+// planFrom is where a run's planning starts: from nothing for a new run;
+// a restored run may have plans the user sent back, planning attempts
+// made, or a plan waiting for its confirmation (open, or answered).
+type planFrom struct {
+	rejected []planner.Rejection
+	attempts int
+	plan     *planner.Plan
+	confirm  *confirm
+}
+
+// pipeline plans (unless tasks are given) until the user confirms a plan,
+// then solves and aggregates.
+func (r *run) pipeline(tasks []wsproto.Task, from planFrom) {
 	summary := ""
-	var rejected []planner.Rejection
+	rejected := from.rejected
 	for tasks == nil {
-		plan, ok := r.plan(rejected)
-		if !ok {
-			return
+		plan := from.plan
+		if plan == nil {
+			p, ok := r.plan(rejected, from.attempts)
+			if !ok {
+				return
+			}
+			plan = &p
 		}
 		var feedback *string
-		if tasks, feedback, ok = r.confirmPlan(plan.Summary, plan.Tasks); !ok {
+		var ok bool
+		if tasks, feedback, ok = r.confirmPlan(plan.Summary, plan.Tasks, from.confirm); !ok {
 			return
 		}
+		from = planFrom{}
 		if feedback != nil { // user.replan: plan again with the feedback
-			rejected = append(rejected, planner.Rejection{Plan: plan, Feedback: *feedback})
+			rejected = append(rejected, planner.Rejection{Plan: *plan, Feedback: *feedback})
 			continue
 		}
 		summary = plan.Summary
 		r.confirmed = true
 	}
 	r.summary = summary
-	report, ok := r.solve(tasks, summary)
+	report, ok := r.solve(tasks, summary, nil)
 	if !ok {
 		return
 	}
 	r.aggregate(summary, report)
+}
+
+// emitNoting is emit with note applied to the run's checkpoint record in
+// the same step, for what the event's metadata does not carry.
+func (r *run) emitNoting(note func(x *runCheckpoint), event, content string, meta any) {
+	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
+	if r.cp != nil {
+		note(r.cp)
+	}
+	r.sess.emitLocked(event, "", content, meta)
 }
 
 func (r *run) emit(event, content string, meta any) {
@@ -201,8 +245,10 @@ func (r *run) stopped() {
 // plan drafts the plan, retrying model failures and unusable plans per
 // the retry policy (§5.2): error.execution and error.recovery_started with
 // stage "plan", then plan.completed, or plan.cancelled when out of retries.
-// rejected are the plans the user sent back so far (user.replan, §11).
-func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
+// rejected are the plans the user sent back so far (user.replan, §11);
+// made is the attempts made before (a restored run's), which count
+// against the retries.
+func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) {
 	opts := r.sess.srv.opts
 	start := &wsproto.PlanStart{RunID: r.id, Request: r.request}
 	content := "Planning"
@@ -213,7 +259,7 @@ func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
 	delays := opts.retryPolicy().Backoff()
 	step := 0
 	req := planner.Request{Text: r.request, Rejected: rejected}
-	for retry := 0; ; retry++ {
+	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
 		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
 			step++
@@ -228,7 +274,8 @@ func (r *run) plan(rejected []planner.Rejection) (planner.Plan, bool) {
 			if probs == nil {
 				r.usage = r.usage.Add(p.Usage)
 				wsproto.NormalizeTasks(p.Tasks)
-				r.emit(wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
+				r.emitNoting(func(x *runCheckpoint) { x.PlanUsage = r.usage },
+					wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
 				return p, true
 			}
 			req.Feedback = problemsText(probs)
@@ -265,15 +312,17 @@ func problemsText(probs []wsproto.TaskProblem) string {
 
 // confirmPlan asks the user to confirm the plan and returns the tasks to
 // solve: the plan's, or the user's edit of them; or, when a user.replan
-// withdrew the confirmation, the user's feedback.
-func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task, *string, bool) {
-	timeout := r.sess.srv.opts.ConfirmTimeout
-	c := r.openConfirm(&wsproto.UserConfirm{
-		Kind:        wsproto.ConfirmPlan,
-		PlanSummary: summary,
-		Tasks:       tasks,
-	}, "Confirm the plan", timeout)
-	answer, err := r.await(r.ctx, c, timeout, func() {
+// withdrew the confirmation, the user's feedback. c is the confirmation
+// a restored run had open, if any; nil opens one.
+func (r *run) confirmPlan(summary string, tasks []wsproto.Task, c *confirm) ([]wsproto.Task, *string, bool) {
+	if c == nil {
+		c = r.openConfirm(&wsproto.UserConfirm{
+			Kind:        wsproto.ConfirmPlan,
+			PlanSummary: summary,
+			Tasks:       tasks,
+		}, "Confirm the plan", r.sess.srv.opts.ConfirmTimeout)
+	}
+	answer, err := r.await(r.ctx, c, time.Until(c.expires), func() {
 		r.finishLocked(wsproto.EventPlanCancelled, "No answer: plan cancelled",
 			&wsproto.PlanCancelled{RunID: r.id, Reason: wsproto.ReasonConfirmTimeout})
 	})
@@ -301,16 +350,22 @@ func (r *run) confirmPlan(summary string, tasks []wsproto.Task) ([]wsproto.Task,
 // openConfirm registers a confirmation and emits its agent.user_confirm in
 // one step, so no answer can arrive for a step_id the session does not know.
 func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout time.Duration) *confirm {
-	c := &confirm{stepID: confirmPrefix[meta.Kind] + uuid.NewString(), kind: meta.Kind, run: r, answer: make(chan *wsproto.Response, 1)}
-	if meta.Kind == wsproto.ConfirmPlan {
-		c.replan = make(chan string, 1)
-	}
+	c := newConfirm(r, meta.Kind, confirmPrefix[meta.Kind]+uuid.NewString())
 	meta.RunID, meta.StepID = r.id, c.stepID
 	meta.ExpiresAt = time.Now().Add(timeout).UTC()
+	c.meta, c.expires = meta, meta.ExpiresAt
 	r.sess.mu.Lock()
 	r.sess.confirms[c.stepID] = c
 	r.sess.emitLocked(wsproto.EventUserConfirm, c.stepID, content, meta)
 	r.sess.mu.Unlock()
+	return c
+}
+
+func newConfirm(r *run, kind, stepID string) *confirm {
+	c := &confirm{stepID: stepID, kind: kind, run: r, answer: make(chan *wsproto.Response, 1)}
+	if kind == wsproto.ConfirmPlan {
+		c.replan = make(chan string, 1)
+	}
 	return c
 }
 
@@ -363,9 +418,11 @@ func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expi
 	}
 }
 
-func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) {
+// solve runs the tasks, or, for a restored run, goes on from where from
+// says they stood.
+func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (solver.Report, bool) {
 	opts := r.sess.srv.opts
-	sched := solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, solver.Options{
+	sopts := solver.Options{
 		MaxParallel: opts.MaxParallel,
 		Retry:       opts.retryPolicy(),
 		TaskTimeout: opts.TaskTimeout,
@@ -374,10 +431,19 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 		Adaptive:    r.adaptive,
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
-	})
+	}
+	var sched *solver.Run
+	if from != nil {
+		sched = solver.NewResumed(*from, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+	} else {
+		sched = solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+	}
 	r.sess.mu.Lock()
-	r.sess.state.BeginSolving(r.id, r.request, tasks)
+	if from == nil {
+		r.sess.state.BeginSolving(r.id, r.request, tasks)
+	}
 	r.sched = sched
+	r.sess.solvingLocked(r)
 	r.sess.mu.Unlock()
 
 	report := sched.Execute(r.ctx)
@@ -392,14 +458,18 @@ func (r *run) solve(tasks []wsproto.Task, summary string) (solver.Report, bool) 
 	return report, true
 }
 
-func (r *run) aggregate(summary string, report solver.Report) {
-	counts := wsproto.AggregateStart{
-		RunID:     r.id,
+func aggregateCounts(runID string, report solver.Report) wsproto.AggregateStart {
+	return wsproto.AggregateStart{
+		RunID:     runID,
 		Completed: report.Count(wsproto.TaskCompleted),
 		Failed:    report.Count(wsproto.TaskFailed),
 		Skipped:   report.Count(wsproto.TaskSkipped),
 		Cancelled: report.Count(wsproto.TaskCancelled),
 	}
+}
+
+func (r *run) aggregate(summary string, report solver.Report) {
+	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
 	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks))}
@@ -426,11 +496,19 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		out.Summary = "The results could not be summarised: " + r.public(err, "stage", "aggregate")
 		out.Answer = out.Summary
 	}
-	r.emit(wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
+	r.emitNoting(func(x *runCheckpoint) {
+		x.Aggregated = &aggregated{Summary: out.Summary, Answer: out.Answer, Usage: out.Usage}
+	},
+		wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
+	r.conclude(counts, len(report.Tasks), report.Usage.Add(out.Usage), out.Answer)
+}
 
+// conclude ends a run whose results are aggregated: pipeline.completed
+// and the final answer. usage is the solving's and the aggregation's.
+func (r *run) conclude(counts wsproto.AggregateStart, tasks int, usage wsproto.Usage, answer string) {
 	status := wsproto.StatusPartial
 	switch counts.Completed {
-	case len(report.Tasks):
+	case tasks:
 		status = wsproto.StatusSucceeded
 	case 0:
 		status = wsproto.StatusFailed
@@ -443,138 +521,8 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		Skipped:    counts.Skipped,
 		Cancelled:  counts.Cancelled,
 		DurationMS: time.Since(r.started).Milliseconds(),
-		Usage:      r.usage.Add(report.Usage).Add(out.Usage),
+		Usage:      r.usage.Add(usage),
 	}
 	r.emit(wsproto.EventPipelineCompleted, "Run "+status, r.completed)
-	r.finish(wsproto.EventFinalAnswer, out.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: out.Answer})
-}
-
-// taskEvents turns the solver's reports into sequenced events.
-type taskEvents struct{ r *run }
-
-var _ solver.Events = taskEvents{}
-
-func (e taskEvents) Started(id string, attempt int) {
-	e.r.emit(wsproto.EventSolverStart, "Started "+id, &wsproto.SolverStart{RunID: e.r.id, TaskID: id, Attempt: attempt})
-}
-
-func (e taskEvents) Progress(id string, attempt int, f float64, msg string) {
-	e.r.emit(wsproto.EventSolverProgress, msg, &wsproto.SolverProgress{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, Progress: f, Message: msg})
-}
-
-func (e taskEvents) Completed(id string, attempt int, res solver.Result, took time.Duration) {
-	e.r.emit(wsproto.EventSolverCompleted, "Completed "+id, &wsproto.SolverCompleted{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: res.Text, DurationMS: took.Milliseconds(), Usage: res.Usage})
-}
-
-func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
-	e.r.emit(wsproto.EventExecutionError, "Task "+id+" failed", &wsproto.ExecutionError{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: e.r.public(err, "task", id, "attempt", attempt),
-		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
-}
-
-func (e taskEvents) Retrying(id string, retry, maxAttempts int, delay time.Duration) {
-	e.r.emit(wsproto.EventRecoveryStarted, "Retrying "+id, &wsproto.RecoveryStarted{
-		RunID: e.r.id, TaskID: id, RecoveryStrategy: "retry", Attempt: retry,
-		MaxAttempts: maxAttempts, DelayMS: delay.Milliseconds()})
-}
-
-func (e taskEvents) Recovered(id string, attempt int) {
-	e.r.emit(wsproto.EventRecoverySuccess, "Recovered "+id, &wsproto.RecoverySuccess{RunID: e.r.id, TaskID: id, Attempt: attempt})
-}
-
-func (e taskEvents) GaveUp(id string, attempts int, err error) {
-	e.r.emit(wsproto.EventRecoveryFailed, "Gave up on "+id, &wsproto.RecoveryFailed{
-		RunID: e.r.id, TaskID: id, Attempts: attempts, LastError: failure.Public(err)})
-}
-
-// Decide asks the user what to do with a task that gave up (kind
-// task_failed). No answer within the confirm timeout counts as skip; abort
-// cancels the run.
-func (e taskEvents) Decide(ctx context.Context, id string, err error) solver.Decision {
-	timeout := e.r.sess.srv.opts.ConfirmTimeout
-	c := e.r.openConfirm(&wsproto.UserConfirm{
-		Kind:    wsproto.ConfirmTaskFailed,
-		TaskID:  id,
-		Options: []string{"retry", "skip", "abort"},
-	}, "Task "+id+" failed: retry, skip or abort?", timeout)
-	answer, aerr := e.r.await(ctx, c, timeout, nil)
-	if aerr != nil {
-		return solver.Skip
-	}
-	switch answer.Action {
-	case "retry":
-		return solver.Retry
-	case "abort":
-		e.r.cancel(errUserAbort)
-		return solver.Abort
-	}
-	return solver.Skip
-}
-
-func (e taskEvents) Cancelled(id, reason string) {
-	e.r.emit(wsproto.EventSolverCancelled, "Cancelled "+id, &wsproto.SolverCancelled{RunID: e.r.id, TaskID: id, Reason: reason})
-}
-
-func (e taskEvents) Skipped(id, reason, dependency string) {
-	e.r.emit(wsproto.EventSolverSkipped, "Skipped "+id, &wsproto.SolverSkipped{
-		RunID: e.r.id, TaskID: id, Reason: reason, Dependency: dependency})
-}
-
-func (e taskEvents) Restarted(id string) {
-	e.r.emit(wsproto.EventSolverRestarted, "Restarting "+id, &wsproto.SolverRestarted{
-		RunID: e.r.id, TaskID: id, Reason: wsproto.ReasonUserRestart})
-}
-
-func (e taskEvents) ToolCall(m *wsproto.ToolCall) {
-	m.RunID = e.r.id
-	e.r.sess.emit(wsproto.EventToolCall, m.StepID, "Calling "+m.Tool, m)
-}
-
-func (e taskEvents) ToolResult(m *wsproto.ToolResult) {
-	m.RunID = e.r.id
-	content := m.Tool + " answered"
-	if !m.OK {
-		content = m.Tool + " failed"
-	}
-	e.r.sess.emit(wsproto.EventToolResult, m.StepID, content, m)
-}
-
-func (e taskEvents) TodoUpdated(m *wsproto.TodoUpdated) {
-	m.RunID = e.r.id
-	e.r.emit(wsproto.EventTodoUpdated, "Todo list of "+m.TaskID, m)
-}
-
-func (e taskEvents) TodoItemProgress(m *wsproto.TodoItemProgress) {
-	m.RunID = e.r.id
-	e.r.emit(wsproto.EventTodoItemProgress, m.Item.Content+": "+m.Item.Status, m)
-}
-
-func (e taskEvents) TodoCompleted(m *wsproto.TodoCompleted) {
-	m.RunID = e.r.id
-	e.r.emit(wsproto.EventTodoCompleted, "Todo list of "+m.TaskID+" completed", m)
-}
-
-// ConfirmTool asks the user to approve a call of a tool that changes the
-// world (kind tool_confirm). Declined or expired is false.
-func (e taskEvents) ConfirmTool(ctx context.Context, id, tool string, args json.RawMessage) bool {
-	timeout := e.r.sess.srv.opts.ConfirmTimeout
-	c := e.r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmTool, TaskID: id, Tool: tool, Arguments: args},
-		"Allow "+tool+"?", timeout)
-	answer, err := e.r.await(ctx, c, timeout, nil)
-	return err == nil && *answer.Approved
-}
-
-// AskUser asks the user a question for a task (kind input_request); ok is
-// false when it expired or the task ended first.
-func (e taskEvents) AskUser(ctx context.Context, id, question, context string) (string, bool) {
-	timeout := e.r.sess.srv.opts.ConfirmTimeout
-	c := e.r.openConfirm(&wsproto.UserConfirm{Kind: wsproto.ConfirmInput, TaskID: id, Question: question, Context: context},
-		question, timeout)
-	answer, err := e.r.await(ctx, c, timeout, nil)
-	if err != nil {
-		return "", false
-	}
-	return *answer.Text, true
+	r.finish(wsproto.EventFinalAnswer, answer, &wsproto.FinalAnswer{RunID: r.id, Content: answer})
 }

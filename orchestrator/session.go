@@ -30,9 +30,12 @@ type session struct {
 	// only ever known to the client (the store keeps the hash too).
 	tokenHash [sha256.Size]byte
 	ring      buffer.Ring
-	// durable is ring when it writes to a cluster's store (nil in memory):
-	// events then reach the connection once the store holds them (deliver).
-	durable buffer.Durable
+	// dur is set when ring is a buffer.Durable: the session is then
+	// checkpointed at every transition (checkpoint.go).
+	dur *durable
+	// shared is ring when it is a cluster's store's: events then reach
+	// the connection once the store holds them (deliver).
+	shared buffer.Durable
 	// ctx is the session's life, handed to every ring call: done once the
 	// session is freed (release).
 	ctx    context.Context
@@ -73,8 +76,9 @@ func (s *Server) newSession(ctx context.Context) (*session, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("record session: %w", err)
 		}
-		sess.ring, sess.durable = d, d
+		sess.ring, sess.shared = d, d
 	}
+	sess.dur = newDurable(sess.ring)
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
@@ -269,9 +273,11 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 		return
 	}
 	sess.state.Apply(event, meta)
-	if sess.durable != nil {
-		sess.durable.Commit() // deliver sends it once the store has it
-		return
+	if sess.dur != nil {
+		sess.transitionLocked(e.Seq, event, meta) // commits the unit
+	}
+	if sess.shared != nil {
+		return // deliver sends it once the store has it
 	}
 	if sess.conn != nil {
 		sess.conn.send(e.Data)
@@ -312,7 +318,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		old.mu.Unlock()
 		return errRejected
 	}
-	a, err := answerResume(old.ctx, old.ring, old.durable, &old.state, req)
+	a, err := answerResume(old.ctx, old.ring, old.shared, &old.state, req)
 	if err != nil {
 		old.mu.Unlock()
 		s.log.Error("resume: read ring", "session", old.id, "err", err)

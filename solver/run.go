@@ -19,6 +19,7 @@ import (
 // while it runs.
 type Run struct {
 	initial []wsproto.Task
+	resume  *Resume // where a restored run starts (NewResumed); nil for New
 	model   Model
 	events  Events
 	opts    Options
@@ -168,10 +169,14 @@ func (r *Run) Execute(ctx context.Context) Report {
 	for _, t := range r.opts.Loop.Tools.All() {
 		s.specs = append(s.specs, t.Spec())
 	}
-	for _, t := range r.initial {
-		s.add(t)
+	if r.resume != nil {
+		s.restore(ctx, r.resume)
+	} else {
+		for _, t := range r.initial {
+			s.add(t)
+		}
+		s.relink()
 	}
-	s.relink()
 
 	for {
 		if !s.stopping && ctx.Err() != nil {
@@ -457,14 +462,7 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 	case o.gaveUp && ctx.Err() == nil:
 		s.status[i] = deciding
 		s.errs[id] = failure.Public(o.err)
-		s.busy++
-		dctx, stop := context.WithCancelCause(ctx)
-		s.stops[i] = stop
-		gen := s.gen[i]
-		go func() {
-			defer stop(nil)
-			s.answers <- decided{index: i, gen: gen, decision: s.events.Decide(dctx, id, o.err)}
-		}()
+		s.askDecision(ctx, i, o.err)
 	case ctx.Err() != nil:
 		// The whole run is stopping: its dependents stay pending rather
 		// than being reported skipped.
@@ -479,6 +477,20 @@ func (s *scheduler) finish(ctx context.Context, o outcome) {
 		s.errs[id] = failure.Public(o.err)
 		s.skipDependents(i)
 	}
+}
+
+// askDecision asks, on a goroutine of its own, what to do with task i,
+// which gave up (its status is deciding).
+func (s *scheduler) askDecision(ctx context.Context, i int, err error) {
+	id := s.tasks[i].ID
+	s.busy++
+	dctx, stop := context.WithCancelCause(ctx)
+	s.stops[i] = stop
+	gen := s.gen[i]
+	go func() {
+		defer stop(nil)
+		s.answers <- decided{index: i, gen: gen, decision: s.events.Decide(dctx, id, err)}
+	}()
 }
 
 // decide applies the answer for a task that gave up.
