@@ -222,6 +222,9 @@ func (sess *session) ack(lastSeq uint64) *wsproto.Error {
 	err := errSessionClosed
 	if !sess.closed {
 		err = sess.ring.Ack(sess.ctx, lastSeq)
+		if err == nil && sess.dur != nil {
+			sess.dur.ring.Commit() // an ack alone is a unit: the store trims too
+		}
 	}
 	sess.mu.Unlock()
 	switch {

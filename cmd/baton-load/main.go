@@ -50,6 +50,7 @@ func (u *urls) Set(s string) error { *u = append(*u, s); return nil }
 
 type config struct {
 	urls       urls
+	elsewhere  bool
 	sessions   int
 	runs       int
 	ramp       time.Duration
@@ -117,6 +118,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("baton-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&c.urls, "url", "a Baton WebSocket URL; repeat to spread sessions across servers (default ws://localhost:8080/ws)")
+	fs.BoolVar(&c.elsewhere, "resume-elsewhere", false, "resume each session on the next -url in turn after a drop (servers sharing a --store redis)")
 	fs.IntVar(&c.sessions, "sessions", 10, "concurrent sessions")
 	fs.IntVar(&c.runs, "runs", 3, "runs per session")
 	fs.DurationVar(&c.ramp, "ramp", time.Second, "time over which sessions start")
@@ -308,9 +310,16 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 		}
 		return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
 	}
-	url := cfg.urls[i%len(cfg.urls)]
+	first := i % len(cfg.urls)
+	var elsewhere []string
+	if cfg.elsewhere {
+		for k := 1; k < len(cfg.urls); k++ {
+			elsewhere = append(elsewhere, cfg.urls[(first+k)%len(cfg.urls)])
+		}
+	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cl, err := client.Dial(dctx, url, &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: onConfirm})
+	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: onConfirm,
+		Elsewhere: elsewhere})
 	cancel()
 	if err != nil {
 		fail("dial: %v", err)

@@ -18,8 +18,10 @@ import (
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/buffer/buffertest"
+	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/redisstore"
 	"github.com/baton-run/baton/solver"
 )
 
@@ -173,4 +175,32 @@ func TestLoadCatchesABrokenServer(t *testing.T) {
 			t.Logf("drops %d, resumes %d; caught: %q", rep.Drops, rep.Resumes, rep.Violations)
 		})
 	}
+}
+
+// TestLoadAcrossTwoNodes: two Batons share a real Redis (--store redis);
+// sessions start on either, and every drop resumes on the other one, which
+// serves it from the store and forwards its commands to the owner. Not one
+// event may be lost, repeated or reordered.
+func TestLoadAcrossTwoNodes(t *testing.T) {
+	rds := redistest.Start(t)
+	var urls []string
+	for range 2 {
+		rdb := rds.Client(t)
+		cl, err := redisstore.NewCluster(t.Context(), rdb, redisstore.ClusterOptions{Capacity: buffer.DefaultCapacity})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() }) // after the server's Close (cleanups run last first)
+		urls = append(urls, batonWith(t, orchestrator.Options{Cluster: cl}))
+	}
+	rep, err := load(t, "-url", urls[0], "-url", urls[1], "-resume-elsewhere", "-sessions", "20", "-runs", "3",
+		"-ramp", "200ms", "-drop-rate", "120", "-ack-every", "7")
+	if err != nil || rep.ViolationsNum != 0 {
+		t.Fatalf("run: %v; violations %v", err, rep.Violations)
+	}
+	if rep.Runs != 20*3 || rep.Drops == 0 || rep.Resumes == 0 {
+		t.Errorf("report %+v: want 60 runs, drops and resumes", rep)
+	}
+	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, p99 %.2fms",
+		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
 }

@@ -211,7 +211,12 @@ func TestClusterResumeOnAnotherNode(t *testing.T) {
 	b := startNode(t, "B", "127.0.0.1:0", rds.URL())
 	ctx := context.Background()
 
-	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 5})
+	var errs frameLog
+	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 5, OnEvent: func(f client.Frame) {
+		if f.Event == wsproto.EventError {
+			errs.add(f)
+		}
+	}})
 	if err := cl.Message(ctx, "Compare three databases for a small team"); err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +234,9 @@ func TestClusterResumeOnAnotherNode(t *testing.T) {
 	clean(t, v)
 	if v.Stats.Resyncs != 0 || v.Stats.Errors != 0 {
 		t.Errorf("resyncs %d, errors %d; want a plain replay and no error", v.Stats.Resyncs, v.Stats.Errors)
+		for _, f := range errs.all() {
+			t.Logf("error: %s %s", f.Content, f.Metadata)
+		}
 	}
 	if !strings.Contains(b.log.String(), "session resumed from the store") {
 		t.Errorf("B did not serve the resume from the store")

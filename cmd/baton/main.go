@@ -22,11 +22,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
+	"github.com/baton-run/baton/redisstore"
 	"github.com/baton-run/baton/solver"
 )
 
@@ -153,11 +156,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer closeTools.Close()
 	c.opts.Loop.Tools = set
 	if c.store == "redis" {
-		cl, err := joinCluster(ctx, c, log)
+		cl, closeCluster, err := joinCluster(ctx, c, log)
 		if err != nil {
 			return fmt.Errorf("configure: %w", err)
 		}
-		defer cl.Close() // after the orchestrator's Close, which leaves the cluster
+		defer closeCluster() // after the orchestrator's Close, which leaves the cluster
 		c.opts.Cluster = cl
 	}
 	orch, err := orchestrator.New(m, &c.opts)
@@ -219,4 +222,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// joinCluster connects to the Redis of --redis-url and joins the cluster of
+// Batons using it.
+func joinCluster(ctx context.Context, c config, log *slog.Logger) (*redisstore.Cluster, func() error, error) {
+	opt, err := redis.ParseURL(c.redisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w (want redis://[:password@]host:port/db)", c.src("redis-url"), err)
+	}
+	rdb := redis.NewClient(opt)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("reach Redis at %s: %w", opt.Addr, err)
+	}
+	cl, err := redisstore.NewCluster(pctx, rdb, redisstore.ClusterOptions{Capacity: c.opts.BufferSize,
+		TTL: max(2*c.opts.SessionTTL, time.Hour), Logger: log})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("join the cluster on %s: %w", opt.Addr, err)
+	}
+	log.Info("joined the cluster", "node", cl.Node(), "redis", opt.Addr)
+	return cl, func() error { return errors.Join(cl.Close(), rdb.Close()) }, nil
 }

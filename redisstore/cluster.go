@@ -1,0 +1,182 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/orchestrator"
+)
+
+// Cluster is orchestrator.Cluster on Redis: a Store of sessions and this
+// server's Node among the others. Make it with NewCluster, hand it to
+// orchestrator.Options.Cluster, and Close it after the orchestrator's
+// Close (which leaves the cluster).
+type Cluster struct {
+	store    *Store
+	node     *Node
+	capacity int
+	tails    *redis.Client
+}
+
+var _ orchestrator.Cluster = (*Cluster)(nil)
+
+// ClusterOptions configure a Cluster.
+type ClusterOptions struct {
+	// Capacity is each session's ring capacity (the server's BufferSize).
+	Capacity int
+	// TTL is how long a session's keys live without a write or a Touch;
+	// the orchestrator touches its sessions every SessionTTL/4. Defaults
+	// to one hour.
+	TTL time.Duration
+	// Logger receives the writer's retries and losses.
+	Logger *slog.Logger
+}
+
+// NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
+// It does not close rdb.
+func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cluster, error) {
+	if opt.TTL <= 0 {
+		opt.TTL = time.Hour
+	}
+	// Each running tail (a client served here of a session another node
+	// owns) holds a connection in a blocking read: they get their own pool.
+	topt := *rdb.Options()
+	topt.PoolSize = 1 << 14
+	// Its own notification config: the copied one is rdb's, already bound.
+	topt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	tails := redis.NewClient(&topt)
+	id := "node_" + uuid.NewString()
+	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL})
+	if err != nil {
+		tails.Close()
+		return nil, err
+	}
+	node, err := Join(ctx, rdb, id, 0)
+	if err != nil {
+		store.Close()
+		tails.Close()
+		return nil, err
+	}
+	return &Cluster{store: store, node: node, capacity: opt.Capacity, tails: tails}, nil
+}
+
+// Close flushes the store and closes the tails' client.
+func (cl *Cluster) Close() error {
+	return errors.Join(cl.store.Close(), cl.tails.Close())
+}
+
+// Node, and the methods below, implement orchestrator.Cluster.
+func (cl *Cluster) Node() string { return cl.node.ID() }
+
+func (cl *Cluster) Create(ctx context.Context, id string, rec orchestrator.Record, hooks orchestrator.RingHooks) (buffer.Durable, error) {
+	err := cl.store.CreateSession(ctx, id, SessionMeta{TokenHash: hex.EncodeToString(rec.TokenHash[:]),
+		Subject: rec.Subject, Capacity: cl.capacity})
+	if err != nil {
+		return nil, err
+	}
+	return cl.store.NewRing(id, cl.capacity, callbacks(hooks)), nil
+}
+
+func callbacks(h orchestrator.RingHooks) Callbacks {
+	return Callbacks{OnDurable: h.OnDurable, OnLost: h.OnLost}
+}
+
+func (cl *Cluster) Lookup(ctx context.Context, id string) (orchestrator.Record, error) {
+	info, err := cl.store.Lookup(ctx, id)
+	if err != nil {
+		return orchestrator.Record{}, noSession(err)
+	}
+	return record(info)
+}
+
+func record(info Info) (orchestrator.Record, error) {
+	rec := orchestrator.Record{Subject: info.Subject, Owner: info.Owner, Conn: info.Conn}
+	if n, err := hex.Decode(rec.TokenHash[:], []byte(info.TokenHash)); err != nil || n != len(rec.TokenHash) {
+		return rec, fmt.Errorf("the store's token hash is not a SHA-256 in hex")
+	}
+	return rec, nil
+}
+
+// noSession maps the store's "not there" to the orchestrator's.
+func noSession(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %w", orchestrator.ErrNoSession, err)
+	}
+	return err
+}
+
+func (cl *Cluster) Alive(ctx context.Context, node string) (bool, error) {
+	return cl.node.Alive(ctx, node)
+}
+
+func (cl *Cluster) Claim(ctx context.Context, id, from string) (bool, error) {
+	won, err := cl.store.Claim(ctx, id, from)
+	if err != nil || !won {
+		return won, noSession(err)
+	}
+	return true, cl.node.Adopted(ctx, id, from)
+}
+
+func (cl *Cluster) Open(ctx context.Context, id string, hooks orchestrator.RingHooks) (orchestrator.Opened, error) {
+	ring, loaded, err := cl.store.OpenRing(ctx, id, callbacks(hooks))
+	if err != nil {
+		return orchestrator.Opened{}, noSession(err)
+	}
+	rec, err := record(loaded.Info)
+	if err != nil {
+		ring.Close()
+		return orchestrator.Opened{}, err
+	}
+	return orchestrator.Opened{Record: rec, Ring: ring, Checkpoint: loaded.Checkpoint,
+		CheckpointSeq: loaded.CheckpointSeq, BaseSeq: loaded.BaseSeq}, nil
+}
+
+func (cl *Cluster) Tail(ctx context.Context, id string, after uint64, fn func([]buffer.Entry) error) error {
+	return noSession(cl.store.Tail(ctx, id, after, fn))
+}
+
+func (cl *Cluster) Attach(ctx context.Context, id, conn string) (string, error) {
+	prev, err := cl.store.Attach(ctx, id, conn)
+	return prev, noSession(err)
+}
+
+func (cl *Cluster) Detach(ctx context.Context, id, conn string) error {
+	return cl.store.Detach(ctx, id, conn)
+}
+
+func (cl *Cluster) Touch(ctx context.Context, ids ...string) error {
+	return cl.store.Touch(ctx, ids...)
+}
+func (cl *Cluster) Delete(ctx context.Context, id string) error { return cl.store.Delete(ctx, id) }
+
+func (cl *Cluster) Running(ctx context.Context, id string, running bool) error {
+	return cl.node.Running(ctx, id, running)
+}
+
+func (cl *Cluster) Orphans(ctx context.Context) ([]orchestrator.Orphan, error) {
+	os, err := cl.node.Orphans(ctx)
+	out := make([]orchestrator.Orphan, len(os))
+	for i, o := range os {
+		out[i] = orchestrator.Orphan{Session: o.Session, Node: o.Node}
+	}
+	return out, err
+}
+
+func (cl *Cluster) Send(ctx context.Context, node string, msg []byte) (bool, error) {
+	return cl.node.Send(ctx, node, msg)
+}
+
+func (cl *Cluster) Receive(ctx context.Context, fn func([]byte)) error {
+	return cl.node.Receive(ctx, fn)
+}
+
+func (cl *Cluster) Leave(ctx context.Context) error { return cl.node.Leave(ctx) }
