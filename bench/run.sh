@@ -3,13 +3,16 @@
 #   bash bench/run.sh            # ~3 minutes on a 2-core machine
 # Everything targets 127.0.0.1 and ends by itself. Needs go, curl and python3.
 # Overridable: BENCH_PORT (18480) and BENCH_DEBUG_PORT (18481) for the server
-# under test, BENCH_OUT (docs/performance.md) for the report.
+# under test, BENCH_REDIS_PORT (18482) and BENCH_PORT2 (18483) for the Redis
+# store's runs (skipped without redis-server), BENCH_OUT (docs/performance.md)
+# for the report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in go curl python3; do
   command -v "$tool" >/dev/null || { echo "bench/run.sh needs $tool" >&2; exit 1; }
 done
 port=${BENCH_PORT:-18480} debug=${BENCH_DEBUG_PORT:-18481} report=${BENCH_OUT:-docs/performance.md}
+rport=${BENCH_REDIS_PORT:-18482} port2=${BENCH_PORT2:-18483}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
 
 bin=$(mktemp -d)
@@ -82,6 +85,50 @@ for ring in 1000 16; do # the default ring, then one too small for what a sessio
   kill $dpid; wait $dpid 2>/dev/null || true
 done
 
+echo "== the Redis store" >&2
+declare -A S
+row() { python3 -c "import json,sys; r=json.load(sys.stdin); print('$1 | %d | %d | %d | %.0f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['violation_count']))"; }
+waithealth() { for _ in $(seq 100); do curl -fs "http://127.0.0.1:$1/healthz" >/dev/null && return; sleep 0.1; done; }
+if command -v redis-server >/dev/null; then
+  mkdir -p "$bin/redis"
+  redis-server --port $rport --bind 127.0.0.1 --save "" --appendonly no --dir "$bin/redis" >"$bin/redis.log" 2>&1 &
+  rpid=$!
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$rport) 2>/dev/null && break; sleep 0.1; done
+  redis="redis://127.0.0.1:$rport/0"
+  for store in memory redis; do
+    extra=(); [ $store = redis ] && extra=(--store redis --redis-url "$redis")
+    "$bin/baton" --addr 127.0.0.1:$port --sim-delay 0 --retry-base 5ms "${extra[@]}" --log-format json 2>>"$bin/baton.log" >/dev/null &
+    spid=$!; waithealth $port
+    for n in 100 1000; do
+      runs=$(( n == 100 ? 10 : 2 ))
+      S[$store$n]="| $(load -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 | row "$store") |"$'\n'
+      echo "  $store $n: ${S[$store$n]}" >&2
+    done
+    kill $spid; wait $spid 2>/dev/null || true
+  done
+  # Two nodes on one Redis, every drop resumed on the other node.
+  "$bin/baton" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
+  apid=$!
+  "$bin/baton" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
+  bpid=$!
+  waithealth $port; waithealth $port2
+  two=$("$bin/baton-load" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \
+    -sessions 200 -runs 5 -drop-rate 120 -ack-every 20 | python3 -c "import json,sys; r=json.load(sys.stdin); print('| %d | %d | %d | %d | %d | %d | %d | %.2f | %d |' % (r['sessions'], r['runs'], r['events'], r['drops'], r['resumes'], r['resyncs'], r['duplicates_dropped'], r['latency_p99_ms'], r['violation_count']))")
+  echo "  two nodes: $two" >&2
+  kill $apid $bpid; wait $apid $bpid 2>/dev/null || true
+  redisbench=$(go test -run '^$' -bench 'OpenRing1000|Writer' -benchmem -count 1 ./redisstore/ | grep -E '^Benchmark')
+  echo "$redisbench" >&2
+  kill $rpid; wait $rpid 2>/dev/null || true
+  rate() { echo "${S[$1]}" | cut -d'|' -f6 | xargs; }
+  p99() { echo "${S[$1]}" | cut -d'|' -f8 | xargs; }
+  rate_pct=$(python3 -c "print('%.0f' % (100*$(rate redis100)/$(rate memory100)))")
+  p99_x=$(python3 -c "print('%.2f' % ($(p99 redis1000)/$(p99 memory1000)))")
+  open_ms=$(python3 -c "print('%.2f' % ($(echo "$redisbench" | awk '$1 ~ /^BenchmarkOpenRing1000-/ {print $3}')/1e6))")
+else
+  echo "  redis-server is missing: not measured" >&2
+  rate_pct=0 p99_x=0 open_ms=0 two="| not measured: no redis-server |" redisbench="not measured: no redis-server"
+fi
+
 echo "== go benchmarks" >&2
 jsbench=$(node web/testdata/bench.mjs 2>&1 || echo "node is missing: not measured")
 gobench=$(go test -run '^$' -bench 'EventPath|BareWebSocket|ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound' \
@@ -111,6 +158,9 @@ times anything.
 | ≥ 10,000 idle sessions at ≤ 32 KiB heap each | **$conns** sessions, **$(( idle_heap / 1024 )) KiB** heap each | $( [ "$conns" -ge 10000 ] && [ "$idle_heap" -le 32768 ] && echo met || echo missed) |
 | p99 delivery latency ≤ 25 ms at 1,000 active sessions | **${p99s[*]} ms** in three runs; worst $worst | $(python3 -c "print('met' if float('$worst') <= 25 else 'missed (judged by the worst run)')") |
 | full-ring replay ≤ 2 ms server time | **${resume_server} ms** (end to end ${resume_e2e} ms) | $(python3 -c "print('met' if $resume_server <= 2 else 'missed')") |
+| \`--store redis\`: events/s ≥ 50 % of memory's at 100 sessions | **${rate_pct} %** | $(python3 -c "print('met' if $rate_pct >= 50 else 'missed')") |
+| \`--store redis\`: p99 at 1,000 sessions ≤ 2× memory's | **${p99_x}×** | $(python3 -c "print('met' if 0 < $p99_x <= 2 else 'missed')") |
+| \`--store redis\`: a resume replaying 1,000 events from another node ≤ 5 ms server time | **$(python3 -c "print('%.2f' % ($open_ms + $resume_server))") ms** (store read ${open_ms} ms + ${resume_server} ms) | $(python3 -c "print('met' if 0 < $open_ms + $resume_server <= 5 else 'missed')") |
 
 ## Active sessions (\`--sim-delay 0\`, \`baton-load -mix tasks=1\`)
 
@@ -144,6 +194,34 @@ violation, and starts and ends runs from snapshots as from events.
 | ring | sessions | runs | events | drops | resumes | resyncs | duplicates | p99 ms | violations |
 |---|---|---|---|---|---|---|---|---|---|
 ${D[1000]}${D[16]}
+## The Redis store (\`--store redis\`, a local \`redis-server\`)
+
+The same load as *Active sessions* (\`--sim-delay 0\`, \`-mix tasks=1\`), against one Baton
+with each store, in the same run of this script. With Redis, every event is appended to
+the session's stream (batched: one round trip carries every session's pending events) and
+reaches the client only once Redis holds it.
+
+| store | sessions | runs | events | events/s | p50 ms | p99 ms | violations |
+|---|---|---|---|---|---|---|---|
+${S[memory100]}${S[redis100]}${S[memory1000]}${S[redis1000]}
+Two Batons on one Redis, 200 sessions of 5 runs of every kind (\`--sim-delay 20ms\`), each
+connection killed twice a minute and resumed on **the other** node, which replays from
+Redis, tails the stream and forwards the client's commands to the owner:
+
+| sessions | runs | events | drops | resumes | resyncs | duplicates | p99 ms | violations |
+|---|---|---|---|---|---|---|---|---|
+$two
+
+\`\`\`text
+$redisbench
+\`\`\`
+
+- \`OpenRing1000\`: what a node that does not hold a session reads to answer a resume
+  replaying a full ring: the session's hash and 1,000 events in one round trip, rebuilt
+  into a ring. Add \`ResumeFullRingServer\` below for the whole server time of the resume.
+- \`Writer\`: appends made durable per second through the store's one writer, with a unit
+  per append; \`window=1\` waits for each event to be durable before the next.
+
 ## Idle sessions
 
 $conns connected idle sessions: **$idle_heap B** of live heap and **$idle_rss B** of RSS per

@@ -175,3 +175,39 @@ func BenchmarkAppendCommit(b *testing.B) {
 		b.Error(err)
 	}
 }
+
+// BenchmarkOpenRing1000: what a server that does not hold a session reads
+// to answer a resume replaying a full ring — the meta hash and 1,000
+// events of ~300 bytes in one round trip, rebuilt into a ring — and the
+// replay read from it. The orchestrator's own part of a resume (token
+// check, system.connected, enqueueing the frames) is
+// orchestrator.BenchmarkResumeFullRingServer.
+func BenchmarkOpenRing1000(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	s, _ := newStore(b, srv, "owner", redisstore.Options{})
+	id := "bench-open"
+	if err := s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 1000}); err != nil {
+		b.Fatal(err)
+	}
+	r := s.NewRing(id, 1000, redisstore.Callbacks{})
+	for i := range 1000 {
+		if _, err := r.Append(ctx, fmt.Sprintf("id-%d", i), func(uint64) ([]byte, error) { return payload, nil }); err != nil {
+			b.Fatal(err)
+		}
+		r.Commit()
+	}
+	flush(b, r)
+	other, _ := newStore(b, srv, "other", redisstore.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		ring, _, err := other.OpenRing(ctx, id, redisstore.Callbacks{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if es, err := ring.Since(ctx, 0); err != nil || len(es) != 1000 {
+			b.Fatalf("%d entries, %v", len(es), err)
+		}
+		ring.Close()
+	}
+}
