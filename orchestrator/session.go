@@ -110,11 +110,16 @@ func (s *Server) lookup(id string) *session {
 	return s.sessions[id]
 }
 
-// dropSession frees a session that has no run and no connection.
+// dropSession frees a session that has no run and no connection (the
+// fresh session of a connection that resumed another), also from the
+// cluster's store.
 func (s *Server) dropSession(sess *session) {
 	if sess.markClosed() {
 		s.forget(sess)
 		sess.release()
+		if s.opts.Cluster != nil {
+			s.forgetShared(sess.id)
+		}
 	}
 }
 

@@ -241,6 +241,11 @@ func TestClusterResumeOnAnotherNode(t *testing.T) {
 	if !strings.Contains(b.log.String(), "session resumed from the store") {
 		t.Errorf("B did not serve the resume from the store")
 	}
+	// The session B made for the connection before it resumed is gone
+	// from Redis: only the resumed one is left.
+	if keys, err := rds.Client(t).Keys(ctx, "baton:{*}:meta").Result(); err != nil || len(keys) != 1 {
+		t.Errorf("sessions in Redis: %q (%v), want the resumed one only", keys, err)
+	}
 	if strings.Contains(b.log.String(), "session taken over") {
 		t.Errorf("B took the session over while A lived")
 	}
