@@ -231,13 +231,9 @@ func TestCloseFromOnLost(t *testing.T) {
 // TestRedisRestartedEmpty: a session gone from Redis ends the ring's
 // writing with ErrNotFound.
 func TestRedisRestartedEmpty(t *testing.T) {
-	ctx := context.Background()
 	srv := redistest.Start(t)
 	s, _ := newStore(t, srv, "a", redisstore.Options{})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
-	rec := newRecorder()
-	r := s.NewRing(id, 10, rec.callbacks())
+	_, r, rec := newSession(t, s, 1, 10)
 	defer r.Close()
 	appendCommit(t, r, 3)
 	rec.waitDurable(t, 3)
@@ -257,13 +253,9 @@ func TestRedisRestartedEmpty(t *testing.T) {
 // TestGiveUp: with Redis down, the ring retries for GiveUpAfter and then
 // reports the ring lost; Close does not wait past FlushTimeout.
 func TestGiveUp(t *testing.T) {
-	ctx := context.Background()
 	srv := redistest.Start(t)
 	s, _ := newStore(t, srv, "a", redisstore.Options{GiveUpAfter: 300 * time.Millisecond})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
-	rec := newRecorder()
-	r := s.NewRing(id, 10, rec.callbacks())
+	_, r, rec := newSession(t, s, 1, 10)
 	appendCommit(t, r, 2)
 	rec.waitDurable(t, 2)
 
@@ -292,10 +284,7 @@ func TestClose(t *testing.T) {
 	srv := redistest.Start(t)
 	s, _ := newStore(t, srv, "a", redisstore.Options{FlushTimeout: 300 * time.Millisecond})
 
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 1000})
-	rec := newRecorder()
-	r := s.NewRing(id, 1000, rec.callbacks())
+	id, r, rec := newSession(t, s, 1, 1000)
 	appendCommit(t, r, 200)
 	if err := r.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -181,3 +181,15 @@ func sameAnswers(t testing.TB, want, got buffer.Ring) {
 		}
 	}
 }
+
+// newSession creates session n of t in s, with a ring of the given
+// capacity, and returns its id, its ring and the recorder of its callbacks.
+func newSession(t testing.TB, s *redisstore.Store, n, capacity int) (string, *redisstore.Ring, *recorder) {
+	t.Helper()
+	id := sessionID(t, n)
+	if err := s.CreateSession(context.Background(), id, redisstore.SessionMeta{Capacity: capacity}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	return id, s.NewRing(id, capacity, rec.callbacks()), rec
+}

@@ -101,10 +101,7 @@ func TestUncommittedIsNotWritten(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	s, _ := newStore(t, srv, "a", redisstore.Options{})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
-	rec := newRecorder()
-	r := s.NewRing(id, 10, rec.callbacks())
+	id, r, rec := newSession(t, s, 1, 10)
 	appendCommit(t, r, 2)
 	r.Append(ctx, "x", frame) // seq 3, never committed
 	rec.waitDurable(t, 2)
@@ -238,10 +235,7 @@ func TestBacklog(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	s, _ := newStore(t, srv, "a", redisstore.Options{MaxPending: 3})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
-	rec := newRecorder()
-	r := s.NewRing(id, 10, rec.callbacks())
+	id, r, rec := newSession(t, s, 1, 10)
 	defer r.Close()
 	for range 4 { // never committed: the backlog grows
 		r.Append(ctx, "x", frame)
