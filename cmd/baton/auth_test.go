@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/baton-run/baton/auth"
+	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/openai/openaitest"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -357,4 +358,44 @@ func TestExposureWarning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterCrossSubjectResume: with the Redis store, a session's subject
+// travels with it. Another subject is rejected on a node that serves the
+// session from the store, and again once that node has taken the session
+// over from its dead owner; the owner's subject resumes it both times.
+func TestClusterCrossSubjectResume(t *testing.T) {
+	rds := redistest.Start(t)
+	a := startNode(t, "A", "127.0.0.1:0", rds.URL(), twoSubjects...)
+	b := startNode(t, "B", "127.0.0.1:0", rds.URL(), twoSubjects...)
+	onA, onB := "http://"+a.addr, "http://"+b.addr
+
+	alice, hello := connectAs(t, onA, aliceToken)
+	alice.send("user.solve_tasks", map[string]any{"tasks": slowTasks(3)})
+	alice.expect(wsproto.EventSolverStart)
+	resumeAs := func(token string) *conn {
+		c, _ := connectAs(t, onB, token)
+		c.send("user.reconnect_with_state", map[string]any{"session_id": hello.SessionID,
+			"resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""})
+		return c
+	}
+
+	resumeAs(bobToken).expectError(wsproto.CodeResumeRejected) // served from the store
+	if m := meta[wsproto.Connected](t, resumeAs(aliceToken).expect(wsproto.EventConnected)); !m.Resumed {
+		t.Fatalf("alice's resume through B: %+v", m)
+	}
+
+	a.kill(t)
+	// The lease lapses in about 3 s; the deadline leaves room for a loaded machine.
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(b.log.String(), "session taken over"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B did not take the session over within 60 s")
+		}
+	}
+	resumeAs(bobToken).expectError(wsproto.CodeResumeRejected) // held by B now
+	back := resumeAs(aliceToken)
+	if m := meta[wsproto.Connected](t, back.expect(wsproto.EventConnected)); !m.Resumed {
+		t.Fatalf("alice's resume on B after the takeover: %+v", m)
+	}
+	back.until(wsproto.EventFinalAnswer)
 }
