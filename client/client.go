@@ -80,6 +80,10 @@ type Options struct {
 	OnConfirm func(wsproto.UserConfirm) *Answer
 	// Header is sent with every handshake (e.g. Origin).
 	Header http.Header
+	// Token, when set, is sent with every handshake as
+	// "Authorization: Bearer <Token>", for a server with authentication
+	// on (--auth-tokens, --jwt-secret). Defaults to none.
+	Token string
 	// Elsewhere are more URLs of servers sharing the session's store
 	// (--store redis): each resume dials the next of them in turn, after
 	// Dial's URL, as a client behind a load balancer lands on any server.
@@ -162,10 +166,24 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	return c, nil
 }
 
+// header is the handshake's: Options.Header, with Options.Token's
+// Authorization. The caller's Header is not modified.
+func (c *Client) header() http.Header {
+	if c.opts.Token == "" {
+		return c.opts.Header
+	}
+	h := c.opts.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Authorization", "Bearer "+c.opts.Token)
+	return h
+}
+
 func (c *Client) dial(ctx context.Context) (*websocket.Conn, Frame, error) {
 	url := c.urls[c.dials%len(c.urls)]
 	c.dials++
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: c.opts.Header})
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: c.header()})
 	if err != nil {
 		return nil, Frame{}, fmt.Errorf("client: dial: %w", err)
 	}

@@ -28,6 +28,7 @@ func (e taskEvents) Adapt(ctx context.Context, in solver.AdaptInput) solver.Adap
 	} else {
 		d, after, details, usage := r.nextStep(ctx, sched, in)
 		out.Usage = usage
+		r.spend(usage)
 		if ctx.Err() != nil {
 			return out
 		}

@@ -26,7 +26,7 @@ func BenchmarkEmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close(b.Context())
-	sess, _, _ := srv.newSession(context.Background())
+	sess, _, _ := srv.newSession(context.Background(), "")
 	c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{})}
 	c.attach(sess)
 	sess.conn = c
@@ -73,7 +73,7 @@ func BenchmarkEmitCheckpointed(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer srv.Close(b.Context())
-			sess, _, _ := srv.newSession(context.Background())
+			sess, _, _ := srv.newSession(context.Background(), "")
 			const runID = "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77"
 			tasks := make([]wsproto.Task, n)
 			for i := range tasks {

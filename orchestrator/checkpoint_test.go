@@ -84,7 +84,7 @@ func TestCheckpointUnits(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close(context.Background())
-			sess, _, _ := srv.newSession(context.Background())
+			sess, _, _ := srv.newSession(context.Background(), "")
 			sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving}}
 			tt.do(sess)
 			if len(ring.units) != len(tt.want) {
@@ -111,7 +111,7 @@ func TestRestoreRefuses(t *testing.T) {
 	}{
 		{"not JSON", []byte("{"), nil, nil},
 		{"another version", []byte(`{"version":99}`), nil, ErrCheckpointVersion},
-		{"a session the server has", good, func(srv *Server) string { sess, _, _ := srv.newSession(context.Background()); return sess.id }, ErrSessionExists},
+		{"a session the server has", good, func(srv *Server) string { sess, _, _ := srv.newSession(context.Background(), ""); return sess.id }, ErrSessionExists},
 		{"a closed server", good, func(srv *Server) string { srv.Close(context.Background()); return "sess_x" }, ErrServerClosed},
 	}
 	for _, tt := range tests {

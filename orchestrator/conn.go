@@ -21,6 +21,9 @@ type conn struct {
 	limit int // most frames the queue may hold
 
 	id string // unique among the server's connections, and the cluster's with its node
+	// subject is who authenticated the connection ("" without
+	// authentication): it may resume only its own sessions.
+	subject string
 	// sess is the session the connection is attached to. Only the reader
 	// goroutine reads or writes it.
 	sess *session
@@ -50,14 +53,15 @@ type conn struct {
 	wg      sync.WaitGroup // the writer and any ping in flight
 }
 
-func newConn(srv *Server, ws *websocket.Conn) *conn {
+func newConn(srv *Server, ws *websocket.Conn, subject string) *conn {
 	return &conn{
-		id:    uuid.NewString(),
-		ws:    ws,
-		srv:   srv,
-		limit: srv.opts.SendQueue,
-		wake:  make(chan struct{}, 1),
-		gone:  make(chan struct{}),
+		id:      uuid.NewString(),
+		subject: subject,
+		ws:      ws,
+		srv:     srv,
+		limit:   srv.opts.SendQueue,
+		wake:    make(chan struct{}, 1),
+		gone:    make(chan struct{}),
 	}
 }
 
@@ -66,7 +70,16 @@ func newConn(srv *Server, ws *websocket.Conn) *conn {
 // start, or under sess's lock on a resume.
 func (c *conn) attach(sess *session) {
 	c.sess = sess
-	c.log.Store(c.srv.log.With("session", sess.id))
+	c.log.Store(c.srv.log.With(c.logAttrs("session", sess.id)...))
+}
+
+// logAttrs are attrs with the connection's subject, when authentication
+// names one.
+func (c *conn) logAttrs(attrs ...any) []any {
+	if c.srv.opts.Authenticate != nil {
+		attrs = append(attrs, "subject", c.subject)
+	}
+	return attrs
 }
 
 // sessionID is the id of the session the connection is attached to, on

@@ -123,7 +123,7 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 		closeRing(op.Ring, s)
 		return nil, fmt.Errorf("load %s: events after the checkpoint: %w", id, err)
 	}
-	sess, err := s.restore(ctx, id, op.TokenHash, op.Ring, op.Checkpoint, tail, func(sess *session) {
+	sess, err := s.restore(ctx, id, op.Record, op.Ring, op.Checkpoint, tail, func(sess *session) {
 		sess.shared = op.Ring
 		late.Store(sess)
 	})

@@ -67,8 +67,8 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 			s.log.Error("resume: look the session up", "session", req.SessionID, "err", err)
 			return errStore
 		}
-		if !tokenMatches(rec.TokenHash, req.ResumeToken) {
-			return errRejected
+		if !tokenMatches(rec.TokenHash, req.ResumeToken) || rec.Subject != c.subject {
+			return errRejected // another subject's session is as unknown as a wrong token
 		}
 		if rec.Owner == cl.Node() {
 			// Ours, yet not in memory: freed here (expired or lost).
@@ -122,7 +122,7 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 	fresh := c.sess
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
-	c.log.Store(s.log.With("session", req.SessionID, "owner", owner))
+	c.log.Store(s.log.With(c.logAttrs("session", req.SessionID, "owner", owner)...))
 	c.send(a.frames(s.log, req.SessionID, req.ResumeToken)...)
 	c.wg.Add(1)
 	go c.tail(tctx, a.last)

@@ -46,16 +46,20 @@ var (
 //   - aggregating: aggregation runs again, unless its result was out.
 //
 // Restore must be called without any session's lock held; ctx bounds the
-// ring calls it makes. token is the session's resume token.
+// ring calls it makes. token is the session's resume token. The session
+// belongs to the anonymous subject: with Options.Authenticate set,
+// sessions move between servers through a Cluster, whose store keeps
+// their subject.
 func (s *Server) Restore(ctx context.Context, id, token string, ring buffer.Ring, data []byte, tail []buffer.Entry) error {
-	_, err := s.restore(ctx, id, sha256.Sum256([]byte(token)), ring, data, tail, nil)
+	_, err := s.restore(ctx, id, Record{TokenHash: sha256.Sum256([]byte(token))}, ring, data, tail, nil)
 	return err
 }
 
-// restore is Restore with the token's hash, as a store keeps it; data nil
-// is a session that never had a checkpoint. bind, when not nil, is called
-// with the session before it is registered and its run goes on.
-func (s *Server) restore(ctx context.Context, id string, tokenHash [sha256.Size]byte, ring buffer.Ring, data []byte,
+// restore is Restore with the session's record as a store keeps it (the
+// token's hash and the subject); data nil is a session that never had a
+// checkpoint. bind, when not nil, is called with the session before it is
+// registered and its run goes on.
+func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer.Ring, data []byte,
 	tail []buffer.Entry, bind func(*session)) (*session, error) {
 	cp := checkpoint{Version: checkpointVersion}
 	if data != nil {
@@ -75,7 +79,8 @@ func (s *Server) restore(ctx context.Context, id string, tokenHash [sha256.Size]
 			return nil, fmt.Errorf("restore session %s: event %d: %w", id, e.Seq, err)
 		}
 	}
-	sess := &session{id: id, tokenHash: tokenHash, srv: s, ring: ring, state: state, confirms: make(map[string]*confirm)}
+	sess := &session{id: id, tokenHash: rec.TokenHash, subject: rec.Subject, srv: s, ring: ring, state: state,
+		confirms: make(map[string]*confirm)}
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	if sess.dur = newDurable(ring); sess.dur != nil {
 		seq, _, err := ring.Last(ctx)

@@ -95,6 +95,9 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 		return &wsproto.Error{Code: wsproto.CodeInvalidMessage,
 			Message: "the request cannot be planned: " + strings.Join(probs, "; ")}
 	}
+	if e := sess.budgetStart(); e != nil {
+		return e
+	}
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now(),
 		adaptive: adaptive || sess.srv.opts.Adaptive}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
@@ -273,6 +276,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 			probs := wsproto.ValidateTasks(p.Tasks, opts.MaxTasks)
 			if probs == nil {
 				r.usage = r.usage.Add(p.Usage)
+				r.spend(p.Usage)
 				wsproto.NormalizeTasks(p.Tasks)
 				r.emitNoting(func(x *runCheckpoint) { x.PlanUsage = r.usage },
 					wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
@@ -488,6 +492,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
 		})
 	}
+	r.spend(out.Usage)
 	if r.ctx.Err() != nil {
 		r.stopped()
 		return

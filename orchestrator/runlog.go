@@ -15,11 +15,14 @@ import (
 // logStart notes a run that starts with planning (tasks == nil) or with
 // the client's tasks.
 func (r *run) logStart(tasks []wsproto.Task) {
-	if tasks == nil {
-		r.sess.srv.log.Info("run started", "session", r.sess.id, "run", r.id, "kind", "plan")
-		return
+	attrs := []any{"session", r.sess.id, "run", r.id, "kind", "plan"}
+	if tasks != nil {
+		attrs = append(attrs[:len(attrs)-1], "tasks", "tasks", len(tasks))
 	}
-	r.sess.srv.log.Info("run started", "session", r.sess.id, "run", r.id, "kind", "tasks", "tasks", len(tasks))
+	if r.sess.srv.opts.Authenticate != nil {
+		attrs = append(attrs, "subject", r.sess.subject)
+	}
+	r.sess.srv.log.Info("run started", attrs...)
 }
 
 // logEnd notes how the run ended, from its last event's metadata (nil

@@ -13,6 +13,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/auth"
+	"github.com/baton-run/baton/budget"
 	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/planner"
@@ -74,6 +76,17 @@ type Options struct {
 	// Cluster shares sessions with other servers through a store (Redis).
 	// Nil: sessions live in this server's memory only.
 	Cluster Cluster
+	// Authenticate decides who opens a connection, before the upgrade: it
+	// returns the subject the request's credential names, or an error,
+	// and the handshake is then refused with 401 (auth.ErrNoCredential:
+	// none given; anything else: a bad one). A session belongs to the
+	// subject that created it and only that subject can resume it.
+	// Defaults to nil: every connection is let in as the anonymous
+	// subject "".
+	Authenticate func(r *http.Request) (subject string, err error)
+	// Budget caps each subject's run starts and model tokens, counted on
+	// this server (package budget). Defaults to no limits.
+	Budget budget.Limits
 	// Logger receives the server's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -135,6 +148,7 @@ type Server struct {
 	opts   Options
 	models Models
 	log    *slog.Logger
+	budget *budget.Budget // nil: no limits
 
 	// ctx is the parent of every run; cancelled by Close.
 	ctx    context.Context
@@ -171,6 +185,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		opts:      o,
 		models:    models,
 		log:       o.Logger,
+		budget:    budget.New(o.Budget, nil),
 		ctx:       ctx,
 		cancel:    cancel,
 		sessions:  make(map[string]*session),
@@ -216,7 +231,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.connWG.Done()
 
+	subject, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// Selected when offered: a browser that passes its token as a
+		// subprotocol fails the handshake unless one it offered is.
+		Subprotocols:    []string{auth.Subprotocol},
 		OriginPatterns:  s.opts.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
 	})
@@ -226,13 +248,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess, token, err := s.newSession(r.Context())
+	sess, token, err := s.newSession(r.Context(), subject)
 	if err != nil {
 		s.log.Error("new session", "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
 		return
 	}
-	c := newConn(s, ws)
+	c := newConn(s, ws, subject)
 	c.attach(sess)
 	s.mu.Lock()
 	if s.closed {
@@ -266,6 +288,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The log names the session the connection ended on (a resume moves it).
 	c.logger().Info("connection closed", "duration_ms", time.Since(opened).Milliseconds(),
 		"end", end, "close_status", int(status), "frames", c.frames)
+}
+
+// authenticate runs Options.Authenticate on a handshake and returns the
+// subject; when it fails, the request is answered 401 with a Bearer
+// challenge (RFC 6750 §3) and ok is false. The log says why, never with
+// the credential.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (subject string, ok bool) {
+	if s.opts.Authenticate == nil {
+		return "", true
+	}
+	subject, err := s.opts.Authenticate(r)
+	if err == nil {
+		return subject, true
+	}
+	challenge, msg := `Bearer realm="baton"`, "authentication required: send a bearer token"
+	if !errors.Is(err, auth.ErrNoCredential) {
+		challenge, msg = `Bearer realm="baton", error="invalid_token"`, "invalid or expired credential"
+	}
+	s.log.Info("websocket handshake unauthenticated", "remote", r.RemoteAddr, "err", err)
+	w.Header().Set("WWW-Authenticate", challenge)
+	http.Error(w, msg, http.StatusUnauthorized)
+	return "", false
 }
 
 // Close closes every connection with 1012, then cancels every run and

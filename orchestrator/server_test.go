@@ -72,7 +72,7 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, req := range []string{"plan [sim:plan_fail=network*9]", "confirm me"} {
-		sess, _, _ := srv.newSession(context.Background())
+		sess, _, _ := srv.newSession(context.Background(), "")
 		if e := sess.startRun(req, nil, false); e != nil {
 			t.Fatal(e.Message)
 		}

@@ -29,7 +29,10 @@ type session struct {
 	// tokenHash is the SHA-256 of the resume token: the token itself is
 	// only ever known to the client (the store keeps the hash too).
 	tokenHash [sha256.Size]byte
-	ring      buffer.Ring
+	// subject is whom the session belongs to: the subject that created
+	// it ("" without authentication). Only its connections resume it.
+	subject string
+	ring    buffer.Ring
 	// dur is set when ring is a buffer.Durable: the session is then
 	// checkpointed at every transition (checkpoint.go).
 	dur *durable
@@ -59,20 +62,22 @@ type session struct {
 	scratch []byte
 }
 
-// newSession makes a session and returns it with its resume token. With a
-// cluster, the session is recorded in its store, owned by this server.
-func (s *Server) newSession(ctx context.Context) (*session, string, error) {
+// newSession makes a session of subject and returns it with its resume
+// token. With a cluster, the session is recorded in its store, owned by
+// this server.
+func (s *Server) newSession(ctx context.Context, subject string) (*session, string, error) {
 	token := newToken()
 	sess := &session{
 		id:        "sess_" + uuid.NewString(),
 		tokenHash: sha256.Sum256([]byte(token)),
+		subject:   subject,
 		srv:       s,
 		confirms:  make(map[string]*confirm),
 	}
 	if s.opts.Cluster == nil {
 		sess.ring = s.opts.NewRing(s.opts.BufferSize)
 	} else {
-		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, Owner: s.opts.Cluster.Node()}, sess.hooks())
+		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, Subject: subject, Owner: s.opts.Cluster.Node()}, sess.hooks())
 		if err != nil {
 			return nil, "", fmt.Errorf("record session: %w", err)
 		}
@@ -313,7 +318,9 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if old == nil && s.opts.Cluster != nil {
 		return s.resumeShared(c, req)
 	}
-	if old == nil || !old.tokenMatches(req.ResumeToken) {
+	// Another subject's session is rejected as an unknown one is, with
+	// the same answer, even with its resume token.
+	if old == nil || !old.tokenMatches(req.ResumeToken) || old.subject != c.subject {
 		return errRejected
 	}
 	fresh := c.sess

@@ -39,7 +39,7 @@ func TestCloseBoundsTheWaitForRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, _, _ := srv.newSession(context.Background())
+	sess, _, _ := srv.newSession(context.Background(), "")
 	if e := sess.startRun("", []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}}, false); e != nil {
 		t.Fatal(e.Message)
 	}
@@ -96,7 +96,7 @@ func TestExpireRechecksTheTTL(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close(context.Background())
-			sess, _, _ := srv.newSession(context.Background())
+			sess, _, _ := srv.newSession(context.Background(), "")
 			tt.prepare(sess)
 			if got := sess.expire(now); got != tt.expired {
 				t.Errorf("expire = %v, want %v", got, tt.expired)
@@ -174,7 +174,7 @@ func TestRingClosedWhenTheSessionIsFreed(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close(context.Background())
-			sess, _, _ := srv.newSession(context.Background())
+			sess, _, _ := srv.newSession(context.Background(), "")
 			sess.emit(wsproto.EventPlanStart, "", "", &wsproto.PlanStart{RunID: "run_1"})
 			tt.free(srv, sess)
 			sess.emit(wsproto.EventPlanStart, "", "", &wsproto.PlanStart{RunID: "run_2"})

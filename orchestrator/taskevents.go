@@ -26,6 +26,7 @@ func (e taskEvents) Progress(id string, attempt int, f float64, msg string) {
 
 func (e taskEvents) Completed(id string, attempt int, res solver.Result, took time.Duration) {
 	e.r.endParked(id)
+	e.r.spend(res.Usage)
 	e.r.emit(wsproto.EventSolverCompleted, "Completed "+id, &wsproto.SolverCompleted{
 		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: res.Text, DurationMS: took.Milliseconds(), Usage: res.Usage})
 }

@@ -122,7 +122,7 @@ func BenchmarkBareWebSocket(b *testing.B) {
 // attach and enqueue (not the socket writes).
 func BenchmarkResumeFullRingServer(b *testing.B) {
 	srv, _ := benchServer(b, nil)
-	old, token, _ := srv.newSession(context.Background())
+	old, token, _ := srv.newSession(context.Background(), "")
 	for range 1000 {
 		old.emit(wsproto.EventSolverProgress, "", "Working through it", progressMeta)
 	}
@@ -131,7 +131,7 @@ func BenchmarkResumeFullRingServer(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{}), frames: 1}
-		fresh, _, _ := srv.newSession(context.Background())
+		fresh, _, _ := srv.newSession(context.Background(), "")
 		c.attach(fresh)
 		b.StartTimer()
 		if e := srv.resume(c, req); e != nil {
@@ -147,7 +147,7 @@ func BenchmarkResumeFullRingServer(b *testing.B) {
 // over loopback: dial, system.connected, reconnect, the 1,001 frames read.
 func BenchmarkResumeFullRingEndToEnd(b *testing.B) {
 	srv, url := benchServer(b, nil)
-	old, token, _ := srv.newSession(context.Background())
+	old, token, _ := srv.newSession(context.Background(), "")
 	for range 1000 {
 		old.emit(wsproto.EventSolverProgress, "", "Working through it", progressMeta)
 	}

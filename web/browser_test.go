@@ -46,13 +46,29 @@ type page struct {
 	ctx context.Context
 	srv *testServer
 
-	mu       sync.Mutex // guards problems
+	mu       sync.Mutex // guards problems, allowed
 	problems []string   // uncaught exceptions and console errors
+	allowed  []string   // console errors containing one of these are expected
+}
+
+// allow expects console errors containing text: they do not fail the test.
+func (p *page) allow(text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.allowed = append(p.allowed, text)
 }
 
 // openPage starts a browser with one tab on the server's UI and waits for
 // the page to connect.
 func openPage(t *testing.T, srv *testServer) *page {
+	t.Helper()
+	p := openPageAt(t, srv, "/")
+	p.waitConnected()
+	return p
+}
+
+// openPageAt starts a browser with one tab on path of the server.
+func openPageAt(t *testing.T, srv *testServer, path string) *page {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -91,12 +107,17 @@ func openPage(t *testing.T, srv *testServer) *page {
 		wg.Wait()
 		p.mu.Lock()
 		defer p.mu.Unlock()
+	next:
 		for _, m := range p.problems {
+			for _, a := range p.allowed {
+				if strings.Contains(m, a) {
+					continue next
+				}
+			}
 			t.Errorf("page console: %s", m)
 		}
 	})
-	p.do(chromedp.Navigate(srv.URL + "/"))
-	p.waitConnected()
+	p.do(chromedp.Navigate(srv.URL + path))
 	return p
 }
 

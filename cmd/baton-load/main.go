@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -50,6 +51,7 @@ func (u *urls) Set(s string) error { *u = append(*u, s); return nil }
 
 type config struct {
 	urls       urls
+	tokens     urls // bearer tokens, one per subject; sessions take them in turn
 	elsewhere  bool
 	sessions   int
 	runs       int
@@ -64,6 +66,14 @@ type config struct {
 	quiet      bool
 	idle       int
 	hold       time.Duration
+}
+
+// token is session i's bearer token, "" when none was given.
+func (c *config) token(i int) string {
+	if len(c.tokens) == 0 {
+		return ""
+	}
+	return c.tokens[i%len(c.tokens)]
 }
 
 // workload is a run to start: a request to plan, or tasks to solve.
@@ -118,6 +128,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("baton-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&c.urls, "url", "a Baton WebSocket URL; repeat to spread sessions across servers (default ws://localhost:8080/ws)")
+	fs.Func("token", "a bearer token for a server with authentication on; repeat (or give @FILE, the server's SUBJECT=TOKEN file) to spread sessions over several subjects", func(v string) error {
+		if !strings.HasPrefix(v, "@") {
+			return c.tokens.Set(v)
+		}
+		pairs, err := auth.LoadPairs(v)
+		for _, p := range pairs {
+			c.tokens.Set(p.Token)
+		}
+		return err
+	})
 	fs.BoolVar(&c.elsewhere, "resume-elsewhere", false, "resume each session on the next -url in turn after a drop (servers sharing a --store redis)")
 	fs.IntVar(&c.sessions, "sessions", 10, "concurrent sessions")
 	fs.IntVar(&c.runs, "runs", 3, "runs per session")
@@ -319,7 +339,7 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: onConfirm,
-		Elsewhere: elsewhere})
+		Elsewhere: elsewhere, Token: cfg.token(i)})
 	cancel()
 	if err != nil {
 		fail("dial: %v", err)
@@ -473,7 +493,7 @@ func idle(ctx context.Context, cfg config, stdout io.Writer) error {
 	}()
 	for i := range cfg.idle {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		c, err := client.Dial(dctx, cfg.urls[i%len(cfg.urls)], nil)
+		c, err := client.Dial(dctx, cfg.urls[i%len(cfg.urls)], &client.Options{Token: cfg.token(i)})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("idle session %d: %w", i, err)

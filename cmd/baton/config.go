@@ -27,6 +27,7 @@ type config struct {
 	openai         openai.Config
 	opts           orchestrator.Options
 	agent          agentConfig
+	auth           authConfig
 
 	// from names where a flag's value came from, as an error about it
 	// should name it: "--name", "BATON_NAME" or "OPENAI_BASE_URL". A flag
@@ -94,6 +95,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
 	agentFlags(fs, &o.Loop, &c.agent)
+	authFlags(fs, &c.auth, &o.Budget)
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -195,7 +197,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("%s: %w", c.src("allowed-origins"), err)
 	}
 	c.opts.AllowedOrigins = patterns
-	return nil
+	return c.checkAuth()
 }
 
 // originPatterns splits and checks --allowed-origins. coder/websocket

@@ -199,6 +199,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("debug endpoints", "addr", dln.Addr().String())
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "model", c.model)
+	logAuth(log, ln.Addr(), c)
 	host := openableAddr(ln.Addr())
 	fmt.Fprintf(stdout, "baton listening on ws://%s/ws (health: http://%s/healthz)\n", host, host)
 	fmt.Fprintf(stdout, "open http://%s/ in a browser for the UI\n", host)

@@ -13,7 +13,7 @@ import { h, $ } from "./dom.js";
 
 const LOG_LINES = 5000; // event log entries kept on the page
 
-const client = new BatonClient();
+const client = new BatonClient({ token: pageToken() });
 // For the console and for tests that want more than the page shows.
 globalThis.batonClient = client;
 const board = new Board($("board"), {
@@ -26,6 +26,26 @@ const plan = new PlanEditor({
   reject: (stepId) => act(client.rejectPlan(stepId)),
   replan: (feedback) => act(client.replan(feedback)),
 });
+
+// pageToken is the bearer token for a Baton with authentication on: open
+// the page as /#token=TOKEN (a fragment never reaches a server, nor its
+// logs). It is kept in sessionStorage for reloads and taken out of the
+// address bar; #token= alone forgets it.
+function pageToken() {
+  const m = /^#(?:.*&)?token=([^&]*)/.exec(location.hash);
+  let token;
+  try {
+    token = m ? decodeURIComponent(m[1]) : sessionStorage.getItem("baton-token");
+    if (m) {
+      history.replaceState(null, "", location.pathname + location.search);
+      if (token) sessionStorage.setItem("baton-token", token);
+      else sessionStorage.removeItem("baton-token");
+    }
+  } catch {
+    // A malformed escape, or no storage (a sandboxed frame): what was read stands.
+  }
+  return token || undefined;
+}
 
 // act reports a frame that could not be sent (the client is between
 // connections); the user sends it again once reconnected.
@@ -132,7 +152,19 @@ client.on("frame", (f) => {
   }
 });
 client.on("state", schedule);
-client.on("connection", () => { renderConnection(); schedule(); });
+// A browser is not told why a handshake failed: a page that never
+// connected says what to try, a token being the likely want.
+let everConnected = false;
+client.on("connection", () => {
+  renderConnection();
+  schedule();
+  if (client.connection === "CONNECTED") {
+    if (!everConnected) clearError();
+    everConnected = true;
+  } else if (client.connection === "RECONNECTING" && !everConnected) {
+    showError("Cannot connect to Baton. If it requires a token, open this page as /#token=YOUR_TOKEN.");
+  }
+});
 client.on("connected", renderConnection);
 client.on("snapshot", renderConnection);
 client.on("error", (m, resent) => {

@@ -175,8 +175,16 @@ export interface ClientOptions {
   storageKey?: string;
   /** The WebSocket constructor. Defaults to globalThis.WebSocket. */
   WebSocket?: any;
-  /** Sub-protocols offered at the handshake (e.g. a token). Defaults to none. */
+  /** Sub-protocols offered at the handshake. Defaults to none. */
   protocols?: string[];
+  /**
+   * Bearer token for a server with authentication on (--auth-tokens, --jwt-secret), or a
+   * function returning it, called at every connection (so a refreshed JWT is used on the
+   * next reconnect). Sent as the subprotocol "baton.bearer.<token>" beside "baton", or as
+   * the access_token query parameter when the token has characters a subprotocol cannot
+   * hold. Defaults to none.
+   */
+  token?: string | (() => string | null | undefined);
   /** Reconnect by itself when the connection drops. Defaults to true. */
   reconnect?: boolean;
   /** First reconnection delay in ms; doubles each attempt with ±50 % jitter. Defaults to 250. */

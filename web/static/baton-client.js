@@ -53,7 +53,7 @@
  *   setItem(key: string, value: string): void|Promise<void>,
  *   removeItem(key: string): void|Promise<void>}} StorageLike
  * @typedef {{url?: string, storage?: StorageLike|null, storageKey?: string, WebSocket?: any,
- *   protocols?: string[], reconnect?: boolean, backoffInitial?: number, backoffMax?: number,
+ *   protocols?: string[], token?: string|(() => string|null|undefined), reconnect?: boolean, backoffInitial?: number, backoffMax?: number,
  *   ackEvery?: number, ackInterval?: number}} ClientOptions
  * @typedef {{events: number, duplicates: number, resumes: number, resyncs: number,
  *   rejected: number, reconnects: number}} ClientStats
@@ -652,7 +652,7 @@ function rethrowLater(/** @type {unknown} */ err) {
  * agree with each other; the methods may be called at any time.
  */
 export class BatonClient {
-  /** @type {Required<Omit<ClientOptions, "url"|"storage"|"WebSocket"|"protocols">>} */
+  /** @type {Required<Omit<ClientOptions, "url"|"storage"|"WebSocket"|"protocols"|"token">>} */
   #opts;
   /** @type {string|undefined} */
   #url;
@@ -662,6 +662,8 @@ export class BatonClient {
   #WebSocket;
   /** @type {string[]|undefined} */
   #protocols;
+  /** @type {string|(() => string|null|undefined)|undefined} */
+  #bearer;
   /** @type {Map<string, Set<Function>>} */
   #listeners = new Map();
 
@@ -735,6 +737,7 @@ export class BatonClient {
     this.#url = o.url || defaultURL();
     this.#WebSocket = o.WebSocket;
     this.#protocols = o.protocols ? o.protocols.slice() : undefined;
+    this.#bearer = o.token;
     this.#storage = "storage" in o && o.storage !== undefined ? o.storage : defaultStorage();
   }
 
@@ -913,7 +916,8 @@ export class BatonClient {
       if (typeof WS !== "function") {
         throw new Error("no WebSocket: pass options.WebSocket (Node 20: run with --experimental-websocket)");
       }
-      ws = this.#protocols ? new WS(this.#url, this.#protocols) : new WS(this.#url);
+      const { url, protocols } = handshake(this.#url, this.#protocols, typeof this.#bearer === "function" ? this.#bearer() : this.#bearer);
+      ws = protocols ? new WS(url, protocols) : new WS(url);
     } catch (err) {
       this.#dropped(`connect failed: ${err instanceof Error ? err.message : err}`);
       return;
@@ -922,7 +926,11 @@ export class BatonClient {
     this.#conn = conn;
     ws.onmessage = (/** @type {any} */ ev) => this.#enqueue(() => this.#onFrame(conn, ev.data));
     ws.onclose = (/** @type {any} */ ev) => this.#enqueue(() => this.#onClose(conn, ev && typeof ev.code === "number" ? ev.code : 1006));
-    ws.onerror = () => {}; // a close event follows
+    // A failed connection fires error, and in browsers close after it;
+    // Node 20's WebSocket fires no close when the handshake fails (a 401,
+    // a server down), so error is the drop. A close that follows is then
+    // ignored: the connection is no longer the current one.
+    ws.onerror = () => this.#enqueue(() => this.#onClose(conn, 1006));
   }
 
   /** @param {() => (void|Promise<void>)} fn */
@@ -1400,6 +1408,28 @@ function defaultURL() {
   const loc = /** @type {any} */ (globalThis).location;
   if (!loc || typeof loc.host !== "string" || !loc.host) return undefined;
   return `${loc.protocol === "https:" ? "wss:" : "ws:"}//${loc.host}/ws`;
+}
+
+/** The characters a WebSocket subprotocol may hold (RFC 9110 §5.6.2 tchar). */
+const TCHARS = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * The URL and protocols of a handshake carrying token: as the protocol
+ * "baton.bearer.<token>" beside "baton" (the one the server selects), or
+ * as the access_token query parameter when the token has characters a
+ * protocol cannot hold. Browsers can set no header on a WebSocket.
+ * @param {string} url
+ * @param {string[]|undefined} protocols
+ * @param {string|null|undefined} token
+ * @returns {{url: string, protocols: string[]|undefined}}
+ */
+function handshake(url, protocols, token) {
+  if (!token) return { url, protocols };
+  if (TCHARS.test(token)) {
+    const offered = (protocols || []).filter((p) => p !== "baton" && !p.startsWith("baton.bearer."));
+    return { url, protocols: [...offered, "baton", `baton.bearer.${token}`] };
+  }
+  return { url: `${url}${url.includes("?") ? "&" : "?"}access_token=${encodeURIComponent(token)}`, protocols };
 }
 
 /** @returns {StorageLike|null} */

@@ -56,6 +56,11 @@ export class FakeServer {
         if (this.readyState !== 1) throw new Error("deliver on a socket that is not open");
         this.onmessage({ data: typeof frame === "string" ? frame : JSON.stringify(frame) });
       }
+      /** A failed connection as Node 20's WebSocket reports it: error, and no close. */
+      fail() {
+        this.readyState = 3;
+        if (this.onerror) this.onerror({});
+      }
       drop(code = 1006) {
         this.readyState = 3;
         this.onclose({ code, reason: "" });

@@ -1,0 +1,87 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/auth"
+)
+
+// TestAuthenticateBeforeUpgrade: a handshake Authenticate refuses is
+// answered 401 with a Bearer challenge, and makes no connection and no
+// session; one it accepts gets a session of its subject.
+func TestAuthenticateBeforeUpgrade(t *testing.T) {
+	srv, err := New(simModels(), &Options{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Authenticate: func(r *http.Request) (string, error) {
+			switch r.Header.Get("Authorization") {
+			case "":
+				return "", auth.ErrNoCredential
+			case "Bearer good":
+				return "alice", nil
+			}
+			return "", fmt.Errorf("%w: unknown token", auth.ErrInvalid)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	url := "ws" + hs.URL[len("http"):]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	tests := []struct {
+		name, header, challenge string
+	}{
+		{"none", "", `Bearer realm="baton"`},
+		{"bad", "Bearer bad", `Bearer realm="baton", error="invalid_token"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			if tt.header != "" {
+				h.Set("Authorization", tt.header)
+			}
+			ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+			if err == nil {
+				ws.CloseNow()
+				t.Fatal("upgraded")
+			}
+			if resp == nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != tt.challenge {
+				t.Fatalf("%v: want 401 with %q", resp, tt.challenge)
+			}
+			if srv.Sessions() != 0 || srv.Connections() != 0 {
+				t.Fatalf("%d sessions, %d connections after a refused handshake", srv.Sessions(), srv.Connections())
+			}
+		})
+	}
+
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if _, _, err := ws.Read(ctx); err != nil { // system.connected: the session exists
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	var subjects []string
+	for _, sess := range srv.sessions {
+		subjects = append(subjects, sess.subject)
+	}
+	srv.mu.Unlock()
+	if len(subjects) != 1 || subjects[0] != "alice" {
+		t.Fatalf("sessions of %q, want one of alice", subjects)
+	}
+}
