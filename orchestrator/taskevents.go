@@ -36,7 +36,7 @@ func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
 		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
 }
 
-func (e taskEvents) Retrying(id string, retry, maxAttempts int, delay time.Duration) {
+func (e taskEvents) Retrying(id string, retry, maxAttempts int, errorType string, delay time.Duration) {
 	e.r.emit(wsproto.EventRecoveryStarted, "Retrying "+id, &wsproto.RecoveryStarted{
 		RunID: e.r.id, TaskID: id, RecoveryStrategy: "retry", Attempt: retry,
 		MaxAttempts: maxAttempts, DelayMS: delay.Milliseconds()})
