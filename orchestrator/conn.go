@@ -10,6 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/baton-run/baton/wsproto"
 )
 
 // conn is one WebSocket connection. The handler goroutine reads (readLoop)
@@ -94,6 +96,7 @@ func (c *conn) send(frames ...[]byte) bool {
 	if queued := len(c.queue); queued+len(frames) > c.limit {
 		c.mu.Unlock()
 		c.logger().Warn("send queue overflow; closing slow client", "queued", queued)
+		c.srv.obs.SendOverflow()
 		c.closeWith(websocket.StatusTryAgainLater, "client too slow")
 		return false
 	}
@@ -163,7 +166,7 @@ func (c *conn) writeLoop() {
 			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
 				cancel()
 				c.logger().Debug("write failed; dropping connection", "err", err)
-				c.drop("write failed")
+				c.drop(dropWriteFailed)
 				c.ws.CloseNow()
 				return
 			}
@@ -195,11 +198,17 @@ func (c *conn) startPing() {
 		defer cancel()
 		if err := c.ws.Ping(ctx); err != nil {
 			c.logger().Debug("no pong; dropping connection", "err", err)
-			c.drop("no pong")
+			c.drop(dropNoPong)
 			c.ws.CloseNow()
 		}
 	}()
 }
+
+// Why the server drops a connection (drop).
+const (
+	dropNoPong      = "no pong"
+	dropWriteFailed = "write failed"
+)
 
 // drop notes why the server is dropping the connection; the first reason
 // wins.
@@ -216,20 +225,36 @@ func (c *conn) drop(why string) {
 const statusLost websocket.StatusCode = 1006
 
 // ended says why the connection ended, for the close log: who ended it and
-// the close status. err is what the reader's last Read returned.
-func (c *conn) ended(err error) (end string, status websocket.StatusCode) {
+// the close status; kind is the same for metrics (an End constant). err is
+// what the reader's last Read returned.
+func (c *conn) ended(err error) (end string, status websocket.StatusCode, kind string) {
 	c.mu.Lock()
 	code, reason, dropped := c.closeCode, c.closeReason, c.dropped
 	c.mu.Unlock()
 	switch {
 	case code != 0:
-		return "server closed: " + reason, code
+		return "server closed: " + reason, code, serverEnd(code)
+	case dropped == dropNoPong:
+		return "server dropped: " + dropped, statusLost, EndNoPong
 	case dropped != "":
-		return "server dropped: " + dropped, statusLost
+		return "server dropped: " + dropped, statusLost, EndWriteFailed
 	case errors.Is(err, websocket.ErrMessageTooBig):
-		return "frame too large", websocket.StatusMessageTooBig
+		return "frame too large", websocket.StatusMessageTooBig, EndFrameTooLarge
 	case websocket.CloseStatus(err) != -1:
-		return "client closed", websocket.CloseStatus(err)
+		return "client closed", websocket.CloseStatus(err), EndClientClosed
 	}
-	return "connection lost", statusLost
+	return "connection lost", statusLost, EndLost
+}
+
+// serverEnd names, for metrics, a close the server chose.
+func serverEnd(code websocket.StatusCode) string {
+	switch code {
+	case websocket.StatusServiceRestart:
+		return EndRestart
+	case websocket.StatusTryAgainLater:
+		return EndTooSlow
+	case wsproto.CloseSessionReplaced:
+		return EndReplaced
+	}
+	return EndServerOther
 }

@@ -249,7 +249,8 @@ func (r *run) stopped() {
 // made is the attempts made before (a restored run's), which count
 // against the retries.
 func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) {
-	opts := r.sess.srv.opts
+	opts, obs := r.sess.srv.opts, r.sess.srv.obs
+	defer r.stageDone(StagePlan, time.Now())
 	start := &wsproto.PlanStart{RunID: r.id, Request: r.request}
 	content := "Planning"
 	if k := len(rejected); k > 0 {
@@ -261,10 +262,12 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 	req := planner.Request{Text: r.request, Rejected: rejected}
 	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
+		began := time.Now()
 		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
 			step++
 			r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
 		})
+		obs.ModelCall(CallPlan, callResult(r.ctx, err), time.Since(began), p.Usage)
 		if r.ctx.Err() != nil {
 			r.stopped()
 			return p, false
@@ -282,6 +285,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 			err = failure.New(failure.Validation, "unusable plan: %s", req.Feedback)
 		}
 		class := failure.Classify(err)
+		obs.Failure(StagePlan, class.Type)
 		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
 			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: r.public(err, "stage", "plan", "attempt", req.Attempt),
 			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
@@ -292,6 +296,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 			return p, false
 		}
 		delay := delays.Next(class)
+		obs.Retry(StagePlan, class.Type)
 		r.emit(wsproto.EventRecoveryStarted, "Retrying the plan", &wsproto.RecoveryStarted{
 			RunID: r.id, Stage: "plan", RecoveryStrategy: "retry", Attempt: retry + 1,
 			MaxAttempts: opts.MaxAttempts, DelayMS: delay.Milliseconds()})
@@ -387,6 +392,7 @@ var errExpired = errors.New("confirmation expired")
 // the confirmation and returns ctx's error. A plan confirmation withdrawn
 // by user.replan returns a replanned error.
 func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expired func()) (*wsproto.Response, error) {
+	defer func(began time.Time) { r.sess.srv.obs.ConfirmWaited(c.kind, time.Since(began)) }(time.Now())
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var err error
@@ -432,11 +438,13 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
 	}
+	defer r.stageDone(StageSolve, time.Now())
+	model := observedModel{r.sess.srv.models.Solver, r.sess.srv.obs}
 	var sched *solver.Run
 	if from != nil {
-		sched = solver.NewResumed(*from, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+		sched = solver.NewResumed(*from, model, taskEvents{r}, sopts)
 	} else {
-		sched = solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+		sched = solver.New(tasks, model, taskEvents{r}, sopts)
 	}
 	r.sess.mu.Lock()
 	if from == nil {
@@ -469,6 +477,7 @@ func aggregateCounts(runID string, report solver.Report) wsproto.AggregateStart 
 }
 
 func (r *run) aggregate(summary string, report solver.Report) {
+	defer r.stageDone(StageAggregate, time.Now())
 	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
@@ -484,9 +493,11 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		// asking the model again (it may be what failed).
 		out = aggregator.Explain(in)
 	} else {
+		began := time.Now()
 		out, err = r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
 			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
 		})
+		r.sess.srv.obs.ModelCall(CallAggregate, callResult(r.ctx, err), time.Since(began), out.Usage)
 	}
 	if r.ctx.Err() != nil {
 		r.stopped()
@@ -501,6 +512,11 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	},
 		wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
 	r.conclude(counts, len(report.Tasks), report.Usage.Add(out.Usage), out.Answer)
+}
+
+// stageDone tells the Observer a stage that began at began has ended.
+func (r *run) stageDone(stage string, began time.Time) {
+	r.sess.srv.obs.StageDone(stage, time.Since(began))
 }
 
 // conclude ends a run whose results are aggregated: pipeline.completed

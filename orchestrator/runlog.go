@@ -16,10 +16,12 @@ import (
 // the client's tasks.
 func (r *run) logStart(tasks []wsproto.Task) {
 	if tasks == nil {
-		r.sess.srv.log.Info("run started", "session", r.sess.id, "run", r.id, "kind", "plan")
+		r.sess.srv.obs.RunStarted(RunPlan)
+		r.sess.srv.log.Info("run started", "session", r.sess.id, "run", r.id, "kind", RunPlan)
 		return
 	}
-	r.sess.srv.log.Info("run started", "session", r.sess.id, "run", r.id, "kind", "tasks", "tasks", len(tasks))
+	r.sess.srv.obs.RunStarted(RunTasks)
+	r.sess.srv.log.Info("run started", "session", r.sess.id, "run", r.id, "kind", RunTasks, "tasks", len(tasks))
 }
 
 // logEnd notes how the run ended, from its last event's metadata (nil
@@ -31,7 +33,7 @@ func (r *run) logEnd(meta any) {
 	}
 	r.ended = true
 	attrs := []any{"session", r.sess.id, "run", r.id, "duration_ms", time.Since(r.started).Milliseconds()}
-	outcome := "cancelled"
+	outcome, reason := "cancelled", ""
 	switch m := meta.(type) {
 	case *wsproto.FinalAnswer:
 		if p := r.completed; p != nil {
@@ -45,17 +47,21 @@ func (r *run) logEnd(meta any) {
 			wsproto.ReasonConfirmTimeout: "confirm_timeout",
 		}[m.Reason]
 	case *wsproto.PipelineCancelled:
-		attrs = append(attrs, "reason", m.Reason)
+		reason = m.Reason
+		attrs = append(attrs, "reason", reason)
 	default:
-		reason := "unknown"
+		reason = "unknown"
 		switch cause := context.Cause(r.ctx); {
 		case errors.Is(cause, errSessionExpired):
 			reason = "session_expired"
 		case errors.Is(cause, ErrServerClosed):
 			reason = "server_closed"
+		case errors.Is(cause, errSessionLost):
+			reason = "session_lost"
 		}
 		attrs = append(attrs, "reason", reason)
 	}
+	r.sess.srv.obs.RunEnded(outcome, reason)
 	r.sess.srv.log.Info("run ended", append([]any{"outcome", outcome}, attrs...)...)
 }
 

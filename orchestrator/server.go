@@ -76,6 +76,9 @@ type Options struct {
 	Cluster Cluster
 	// Logger receives the server's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer is told what happens, for metrics (package metrics).
+	// Defaults to observing nothing.
+	Observer Observer
 }
 
 func (o *Options) withDefaults() Options {
@@ -114,6 +117,9 @@ func (o *Options) withDefaults() Options {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 	return c
 }
@@ -135,6 +141,7 @@ type Server struct {
 	opts   Options
 	models Models
 	log    *slog.Logger
+	obs    Observer
 
 	// ctx is the parent of every run; cancelled by Close.
 	ctx    context.Context
@@ -171,6 +178,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		opts:      o,
 		models:    models,
 		log:       o.Logger,
+		obs:       o.Observer,
 		ctx:       ctx,
 		cancel:    cancel,
 		sessions:  make(map[string]*session),
@@ -243,6 +251,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	s.obs.ConnOpened()
 
 	opened := time.Now()
 	c.logger().Info("connection opened", "remote", r.RemoteAddr)
@@ -262,7 +271,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	end, status := c.ended(err)
+	end, status, kind := c.ended(err)
+	s.obs.ConnClosed(kind)
 	// The log names the session the connection ended on (a resume moves it).
 	c.logger().Info("connection closed", "duration_ms", time.Since(opened).Milliseconds(),
 		"end", end, "close_status", int(status), "frames", c.frames)

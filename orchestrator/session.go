@@ -83,6 +83,7 @@ func (s *Server) newSession(ctx context.Context) (*session, string, error) {
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
+	s.obs.SessionOpened(false)
 	return sess, token, nil
 }
 
@@ -146,6 +147,7 @@ func (sess *session) markClosed() bool {
 // session's lock.
 func (sess *session) release() {
 	sess.cancel()
+	sess.srv.obs.SessionClosed()
 	if c, ok := sess.ring.(io.Closer); ok {
 		if err := c.Close(); err != nil {
 			sess.srv.log.Error("close ring", "session", sess.id, "err", err)
@@ -277,6 +279,7 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 		sess.srv.log.Error("append event", "session", sess.id, "event", event, "err", err)
 		return
 	}
+	sess.srv.obs.Event(event)
 	sess.state.Apply(event, meta)
 	if sess.dur != nil {
 		sess.transitionLocked(e.Seq, event, meta) // commits the unit
@@ -345,6 +348,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 	s.attachShared(c, old.id)
 	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
+	a.observe(s.obs)
 	return nil
 }
 
@@ -403,6 +407,15 @@ func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable,
 	snap := st.Snapshot(a.last, a.lastSum)
 	a.resync, a.snap = true, &snap
 	return a, nil
+}
+
+// observe tells obs how the resume was answered.
+func (a *resumeAnswer) observe(obs Observer) {
+	if a.resync {
+		obs.Resumed(ResumeResync, 0)
+		return
+	}
+	obs.Resumed(ResumeReplay, a.replayed)
 }
 
 // frames are the answer's frames: system.connected, then the replay or
