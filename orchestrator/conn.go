@@ -36,11 +36,14 @@ type conn struct {
 	// frames counts the client frames read so far (reader goroutine only).
 	frames int
 
-	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, dropped
+	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, flush, dropped
 	queue       [][]byte
 	spare       [][]byte
 	closeCode   websocket.StatusCode
 	closeReason string
+	// flush says the close waits for the frames queued before it
+	// (closeFlushed).
+	flush bool
 	// dropped says why the server dropped the connection without a close
 	// handshake ("no pong", "write failed"), for the close log.
 	dropped string
@@ -118,6 +121,18 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string) {
 	c.signal()
 }
 
+// closeFlushed is closeWith for a connection that has nothing more coming
+// but should get what it was sent: the frames queued before it are written
+// first. Later frames are dropped, as with closeWith.
+func (c *conn) closeFlushed(code websocket.StatusCode, reason string) {
+	c.mu.Lock()
+	if c.closeCode == 0 {
+		c.closeCode, c.closeReason, c.flush = code, reason, true
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
 func (c *conn) signal() {
 	select {
 	case c.wake <- struct{}{}:
@@ -149,10 +164,10 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		batch := c.queue
 		c.queue, c.spare = c.spare[:0], nil
-		code, reason := c.closeCode, c.closeReason
+		code, reason, flush := c.closeCode, c.closeReason, c.flush
 		c.mu.Unlock()
 
-		if code != 0 {
+		if code != 0 && !flush {
 			c.ws.Close(code, reason)
 			return
 		}
@@ -172,6 +187,10 @@ func (c *conn) writeLoop() {
 			}
 		}
 		cancel()
+		if code != 0 { // flushed
+			c.ws.Close(code, reason)
+			return
+		}
 		clear(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]

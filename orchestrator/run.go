@@ -87,6 +87,9 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 	if sess.run != nil {
 		return &wsproto.Error{Code: wsproto.CodeBusy, Message: "a run is already active in this session"}
 	}
+	if sess.srv.draining.Load() {
+		return errDraining()
+	}
 	if tasks != nil {
 		if probs := sess.srv.validateTasks(tasks); probs != nil {
 			return invalidTasks(probs)
@@ -224,6 +227,7 @@ func (r *run) finishLocked(event, content string, meta any) {
 	}
 	if r.sess.run == r {
 		r.sess.run = nil
+		r.sess.runEndedLocked()
 	}
 }
 

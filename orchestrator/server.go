@@ -151,6 +151,10 @@ type Server struct {
 	sessions map[string]*session
 	conns    map[*conn]struct{}
 	closed   bool
+	// draining is set once by Drain (under mu); read anywhere (drain.go).
+	draining atomic.Bool
+	// runEnded wakes Drain when a run ends while draining (cap 1).
+	runEnded chan struct{}
 
 	// replies are the forwarded commands waiting for their owner's answer,
 	// by message id (remote.go). Guarded by mu.
@@ -185,6 +189,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		replies:   make(map[uint64]chan message),
 		stopSweep: make(chan struct{}),
+		runEnded:  make(chan struct{}, 1),
 	}
 	s.janitorWG.Add(1)
 	go s.sweep()
@@ -215,7 +220,7 @@ func (s *Server) Connections() int {
 // connection ends. The handler's goroutine is the connection's reader.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
@@ -243,7 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newConn(s, ws)
 	c.attach(sess)
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		ws.Close(websocket.StatusServiceRestart, "server restarting")
 		s.dropSession(sess)
@@ -279,7 +284,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close closes every connection with 1012, then cancels every run and
-// session, and waits for all their goroutines. ctx bounds the whole wait:
+// session, and waits for all their goroutines. Drain first to let runs
+// finish, or, with a Cluster, hand them over. ctx bounds the whole wait:
 // if it ends first, connections still closing are dropped without a
 // handshake, and Close returns — with ctx's error — without waiting for
 // runs whose model or tool has not returned since it was cancelled; those

@@ -167,6 +167,7 @@ func (sess *session) attachFresh(c *conn, token string) {
 		ResumeToken:    token,
 		BufferCapacity: sess.ring.Cap(),
 	}))
+	sess.drainIdleLocked()
 }
 
 // detach notes that c has gone; the session starts its TTL if c was its
@@ -338,6 +339,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	old.detachedAt.Store(0)
 	c.attach(old)
 	c.send(frames...)
+	old.drainIdleLocked()
 	old.mu.Unlock()
 
 	if prev != nil && prev != c {
