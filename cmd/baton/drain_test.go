@@ -152,56 +152,82 @@ func TestDrainTimeout(t *testing.T) {
 
 // TestClusterDrainHandsOver: with the Redis store, SIGTERM on the node
 // running a run hands the run over at once: another node takes it over
-// well before the stopped node's 3 s liveness lease could have lapsed,
-// and the client, closed with 1012, finishes it there.
+// well before the stopped node's 3 s liveness lease could have lapsed —
+// at once when the client, closed with 1012, resumes there, or on that
+// node's next look for orphans when no client is attached — and the run
+// finishes there.
 func TestClusterDrainHandsOver(t *testing.T) {
-	rds := redistest.Start(t)
-	a := startNode(t, "A", "127.0.0.1:0", rds.URL())
-	b := startNode(t, "B", "127.0.0.1:0", rds.URL())
-	ctx := context.Background()
+	for _, tt := range []struct {
+		name     string
+		attached bool // a client is attached to the run's session on A
+	}{
+		{name: "client attached", attached: true},
+		{name: "no client"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rds := redistest.Start(t)
+			a := startNode(t, "A", "127.0.0.1:0", rds.URL())
+			b := startNode(t, "B", "127.0.0.1:0", rds.URL())
+			ctx := context.Background()
 
-	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
-	if err := cl.SolveTasks(ctx, slowTasks(4)); err != nil {
-		t.Fatal(err)
-	}
-	waitView(t, ctx, cl, "t1 completed and t2 running", func(v client.View) bool {
-		return v.Run != nil && len(v.Run.Tasks) == 4 &&
-			v.Run.Tasks[0].Status == wsproto.TaskCompleted && v.Run.Tasks[1].Status == wsproto.TaskRunning
-	})
+			var cl *client.Client
+			if tt.attached {
+				cl = clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+				if err := cl.SolveTasks(ctx, slowTasks(4)); err != nil {
+					t.Fatal(err)
+				}
+				waitView(t, ctx, cl, "t1 completed and t2 running", func(v client.View) bool {
+					return v.Run != nil && len(v.Run.Tasks) == 4 &&
+						v.Run.Tasks[0].Status == wsproto.TaskCompleted && v.Run.Tasks[1].Status == wsproto.TaskRunning
+				})
+			} else {
+				c, _ := connect(t, "http://"+a.addr)
+				c.send("user.solve_tasks", map[string]any{"tasks": slowTasks(4)})
+				c.until(wsproto.EventSolverCompleted) // t1
+				c.ws.Close(websocket.StatusNormalClosure, "")
+			}
 
-	// A renewed its lease (3 s) less than a second before the signal, so
-	// it could not lapse before 2 s after it: a takeover sooner is the
-	// drain's doing.
-	const lapse = 2 * time.Second
-	began := time.Now()
-	a.cmd.Process.Signal(syscall.SIGTERM)
-	deadline := began.Add(10 * time.Second)
-	for !strings.Contains(b.log.String(), "session taken over") {
-		if time.Now().After(deadline) {
-			t.Fatal("B did not take the run over within 10s of A's SIGTERM")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	took := time.Since(began)
-	t.Logf("B took the run over %s after A's SIGTERM", took)
-	if took >= lapse {
-		t.Errorf("B took the run over %s after A's SIGTERM, want under %s (before A's lease could lapse)", took, lapse)
-	}
-	a.wait(t)
-	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("A exited with %d", code)
-	}
-	v := waitView(t, ctx, cl, "the final answer on B", finished)
-	clean(t, v)
-	if v.Run.Tasks[0].Attempt != 1 {
-		t.Errorf("t1 ran %d times; a completed task must not run again", v.Run.Tasks[0].Attempt)
-	}
-	for _, want := range []string{"draining: clients closed to resume elsewhere", "stopped"} {
-		if !strings.Contains(a.log.String(), want) {
-			t.Errorf("A's log lacks %q", want)
-		}
-	}
-	if !strings.Contains(a.log.String(), "close_status=1012") {
-		t.Errorf("A closed no client with 1012")
+			// A renewed its lease (3 s) less than a second before the
+			// signal, so it could not lapse before 2 s after it: a
+			// takeover sooner is the drain's doing.
+			const lapse = 2 * time.Second
+			began := time.Now()
+			a.cmd.Process.Signal(syscall.SIGTERM)
+			deadline := began.Add(10 * time.Second)
+			for !strings.Contains(b.log.String(), "session taken over") {
+				if time.Now().After(deadline) {
+					t.Fatal("B did not take the run over within 10s of A's SIGTERM")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			took := time.Since(began)
+			t.Logf("B took the run over %s after A's SIGTERM", took)
+			if took >= lapse {
+				t.Errorf("B took the run over %s after A's SIGTERM, want under %s (before A's lease could lapse)", took, lapse)
+			}
+			a.wait(t)
+			if code := a.cmd.ProcessState.ExitCode(); code != 0 {
+				t.Errorf("A exited with %d", code)
+			}
+			if tt.attached {
+				v := waitView(t, ctx, cl, "the final answer on B", finished)
+				clean(t, v)
+				if v.Run.Tasks[0].Attempt != 1 {
+					t.Errorf("t1 ran %d times; a completed task must not run again", v.Run.Tasks[0].Attempt)
+				}
+				if !strings.Contains(a.log.String(), "close_status=1012") {
+					t.Errorf("A closed no client with 1012")
+				}
+			} else {
+				eventually(t, "the run's end on B", func() bool {
+					return strings.Contains(b.log.String(), `msg="run ended" outcome=succeeded`)
+				})
+			}
+			for _, want := range []string{"draining: clients closed to resume elsewhere", "stopped"} {
+				if !strings.Contains(a.log.String(), want) {
+					t.Errorf("A's log lacks %q", want)
+				}
+			}
+		})
 	}
 }
