@@ -46,6 +46,15 @@ func NewMemory(capacity int) *Memory {
 // Cap implements Ring.
 func (m *Memory) Cap() int { return m.capacity }
 
+var _ Sizer = (*Memory)(nil)
+
+// Len implements Sizer.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
 // Append implements Ring. encode is called with the ring locked, which is
 // what keeps seq order equal to storage order; it must not call back into m.
 func (m *Memory) Append(ctx context.Context, id string, encode func(seq uint64) ([]byte, error)) (Entry, error) {

@@ -49,6 +49,13 @@ type Ring interface {
 	Cap() int
 }
 
+// Sizer is a Ring that can tell how many entries it holds: the events
+// not yet acked nor evicted. Len may be called without the session's lock
+// (metrics sample it while the pipeline appends).
+type Sizer interface {
+	Len() int
+}
+
 // NextChecksum extends the chain of §3.4: c(n) = hex(SHA-256(c(n−1) + id(n))),
 // with c(0) = "". Clients use it to compute the checksum they resume with.
 func NextChecksum(prev, eventID string) string {

@@ -91,7 +91,9 @@ func (r *run) nextStep(ctx context.Context, sched *solver.Run, in solver.AdaptIn
 		din.Answers = append(din.Answers, wsproto.AnswerState{Question: a.Question, Text: a.Text})
 	}
 	for attempt := 1; ; attempt++ {
+		began := time.Now()
 		d, err := decider.Decide(ctx, din)
+		r.sess.srv.obs.ModelCall(CallDecide, callResult(ctx, err), time.Since(began), d.Usage)
 		usage = usage.Add(d.Usage)
 		if ctx.Err() != nil {
 			return d, nil, nil, usage

@@ -21,7 +21,7 @@ import (
 // timer's interest.
 func BenchmarkEmit(b *testing.B) {
 	srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
-		&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: benchObserver})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func BenchmarkEmitCheckpointed(b *testing.B) {
 		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
 			var ring *nopDurable
 			srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
-				&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), NewRing: func(n int) buffer.Ring {
+				&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: benchObserver, NewRing: func(n int) buffer.Ring {
 					ring = &nopDurable{Memory: buffer.NewMemory(n)}
 					return ring
 				}})

@@ -10,6 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+
+	"github.com/baton-run/baton/wsproto"
 )
 
 // conn is one WebSocket connection. The handler goroutine reads (readLoop)
@@ -37,11 +39,14 @@ type conn struct {
 	// frames counts the client frames read so far (reader goroutine only).
 	frames int
 
-	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, dropped
+	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, flush, dropped
 	queue       [][]byte
 	spare       [][]byte
 	closeCode   websocket.StatusCode
 	closeReason string
+	// flush says the close waits for the frames queued before it
+	// (closeFlushed).
+	flush bool
 	// dropped says why the server dropped the connection without a close
 	// handshake ("no pong", "write failed"), for the close log.
 	dropped string
@@ -107,6 +112,7 @@ func (c *conn) send(frames ...[]byte) bool {
 	if queued := len(c.queue); queued+len(frames) > c.limit {
 		c.mu.Unlock()
 		c.logger().Warn("send queue overflow; closing slow client", "queued", queued)
+		c.srv.obs.SendOverflow()
 		c.closeWith(websocket.StatusTryAgainLater, "client too slow")
 		return false
 	}
@@ -123,6 +129,18 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string) {
 	if c.closeCode == 0 {
 		c.closeCode, c.closeReason = code, reason
 		c.closing.Store(true)
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// closeFlushed is closeWith for a connection that has nothing more coming
+// but should get what it was sent: the frames queued before it are written
+// first. Later frames are dropped, as with closeWith.
+func (c *conn) closeFlushed(code websocket.StatusCode, reason string) {
+	c.mu.Lock()
+	if c.closeCode == 0 {
+		c.closeCode, c.closeReason, c.flush = code, reason, true
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -159,10 +177,10 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		batch := c.queue
 		c.queue, c.spare = c.spare[:0], nil
-		code, reason := c.closeCode, c.closeReason
+		code, reason, flush := c.closeCode, c.closeReason, c.flush
 		c.mu.Unlock()
 
-		if code != 0 {
+		if code != 0 && !flush {
 			c.ws.Close(code, reason)
 			return
 		}
@@ -176,12 +194,16 @@ func (c *conn) writeLoop() {
 			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
 				cancel()
 				c.logger().Debug("write failed; dropping connection", "err", err)
-				c.drop("write failed")
+				c.drop(dropWriteFailed)
 				c.ws.CloseNow()
 				return
 			}
 		}
 		cancel()
+		if code != 0 { // flushed
+			c.ws.Close(code, reason)
+			return
+		}
 		clear(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
@@ -208,11 +230,17 @@ func (c *conn) startPing() {
 		defer cancel()
 		if err := c.ws.Ping(ctx); err != nil {
 			c.logger().Debug("no pong; dropping connection", "err", err)
-			c.drop("no pong")
+			c.drop(dropNoPong)
 			c.ws.CloseNow()
 		}
 	}()
 }
+
+// Why the server drops a connection (drop).
+const (
+	dropNoPong      = "no pong"
+	dropWriteFailed = "write failed"
+)
 
 // drop notes why the server is dropping the connection; the first reason
 // wins.
@@ -229,20 +257,36 @@ func (c *conn) drop(why string) {
 const statusLost websocket.StatusCode = 1006
 
 // ended says why the connection ended, for the close log: who ended it and
-// the close status. err is what the reader's last Read returned.
-func (c *conn) ended(err error) (end string, status websocket.StatusCode) {
+// the close status; kind is the same for metrics (an End constant). err is
+// what the reader's last Read returned.
+func (c *conn) ended(err error) (end string, status websocket.StatusCode, kind string) {
 	c.mu.Lock()
 	code, reason, dropped := c.closeCode, c.closeReason, c.dropped
 	c.mu.Unlock()
 	switch {
 	case code != 0:
-		return "server closed: " + reason, code
+		return "server closed: " + reason, code, serverEnd(code)
+	case dropped == dropNoPong:
+		return "server dropped: " + dropped, statusLost, EndNoPong
 	case dropped != "":
-		return "server dropped: " + dropped, statusLost
+		return "server dropped: " + dropped, statusLost, EndWriteFailed
 	case errors.Is(err, websocket.ErrMessageTooBig):
-		return "frame too large", websocket.StatusMessageTooBig
+		return "frame too large", websocket.StatusMessageTooBig, EndFrameTooLarge
 	case websocket.CloseStatus(err) != -1:
-		return "client closed", websocket.CloseStatus(err)
+		return "client closed", websocket.CloseStatus(err), EndClientClosed
 	}
-	return "connection lost", statusLost
+	return "connection lost", statusLost, EndLost
+}
+
+// serverEnd names, for metrics, a close the server chose.
+func serverEnd(code websocket.StatusCode) string {
+	switch code {
+	case websocket.StatusServiceRestart:
+		return EndRestart
+	case websocket.StatusTryAgainLater:
+		return EndTooSlow
+	case wsproto.CloseSessionReplaced:
+		return EndReplaced
+	}
+	return EndServerOther
 }

@@ -42,7 +42,15 @@ func (c *conn) readLoop() error {
 
 func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 	if r, ok := req.(*wsproto.Reconnect); ok {
-		return c.srv.resume(c, r)
+		e := c.srv.resume(c, r)
+		switch {
+		case e == nil: // counted with its answer
+		case e.Code == wsproto.CodeResumeRejected:
+			c.srv.obs.Resumed(ResumeRejected, 0)
+		default:
+			c.srv.obs.Resumed(ResumeFailed, 0)
+		}
+		return e
 	}
 	if c.remote != nil {
 		return c.forward(data)

@@ -130,6 +130,7 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 	s.attachShared(c, req.SessionID)
 	s.log.Info("session resumed from the store", "session", req.SessionID, "owner", owner,
 		"from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
+	a.observe(s.obs)
 	return nil
 }
 

@@ -110,6 +110,7 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 		return nil, fmt.Errorf("restore session %s: %w", id, ErrSessionExists)
 	}
 	s.sessions[id] = sess
+	s.obs.SessionOpened(true)
 	s.log.Info("session restored", "session", id, "checkpoint_seq", cp.Seq, "tail", len(tail), "run", r != nil)
 	if r != nil {
 		// Under s.mu, so that Close, which waits for runs once closed is
@@ -274,6 +275,7 @@ func (r *run) resume() {
 	defer r.cancel(nil)
 	rs := r.restored
 	r.sess.srv.log.Info("run restored", "session", r.sess.id, "run", r.id, "stage", rs.stage)
+	r.sess.srv.obs.RunStarted(RunTakenOver)
 	r.watchParked()
 	switch rs.cancel {
 	case wsproto.ReasonUserCancel:

@@ -87,6 +87,9 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 	if sess.run != nil {
 		return &wsproto.Error{Code: wsproto.CodeBusy, Message: "a run is already active in this session"}
 	}
+	if sess.srv.draining.Load() {
+		return errDraining()
+	}
 	if tasks != nil {
 		if probs := sess.srv.validateTasks(tasks); probs != nil {
 			return invalidTasks(probs)
@@ -227,6 +230,7 @@ func (r *run) finishLocked(event, content string, meta any) {
 	}
 	if r.sess.run == r {
 		r.sess.run = nil
+		r.sess.runEndedLocked()
 	}
 }
 
@@ -252,7 +256,8 @@ func (r *run) stopped() {
 // made is the attempts made before (a restored run's), which count
 // against the retries.
 func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) {
-	opts := r.sess.srv.opts
+	opts, obs := r.sess.srv.opts, r.sess.srv.obs
+	defer r.stageDone(StagePlan, time.Now())
 	start := &wsproto.PlanStart{RunID: r.id, Request: r.request}
 	content := "Planning"
 	if k := len(rejected); k > 0 {
@@ -264,10 +269,12 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 	req := planner.Request{Text: r.request, Rejected: rejected}
 	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
+		began := time.Now()
 		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
 			step++
 			r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
 		})
+		obs.ModelCall(CallPlan, callResult(r.ctx, err), time.Since(began), p.Usage)
 		if r.ctx.Err() != nil {
 			r.stopped()
 			return p, false
@@ -286,6 +293,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 			err = failure.New(failure.Validation, "unusable plan: %s", req.Feedback)
 		}
 		class := failure.Classify(err)
+		obs.Failure(StagePlan, class.Type)
 		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
 			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: r.public(err, "stage", "plan", "attempt", req.Attempt),
 			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
@@ -296,6 +304,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 			return p, false
 		}
 		delay := delays.Next(class)
+		obs.Retry(StagePlan, class.Type)
 		r.emit(wsproto.EventRecoveryStarted, "Retrying the plan", &wsproto.RecoveryStarted{
 			RunID: r.id, Stage: "plan", RecoveryStrategy: "retry", Attempt: retry + 1,
 			MaxAttempts: opts.MaxAttempts, DelayMS: delay.Milliseconds()})
@@ -391,6 +400,7 @@ var errExpired = errors.New("confirmation expired")
 // the confirmation and returns ctx's error. A plan confirmation withdrawn
 // by user.replan returns a replanned error.
 func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expired func()) (*wsproto.Response, error) {
+	defer func(began time.Time) { r.sess.srv.obs.ConfirmWaited(c.kind, time.Since(began)) }(time.Now())
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	var err error
@@ -436,11 +446,13 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
 	}
+	defer r.stageDone(StageSolve, time.Now())
+	model := observedModel{r.sess.srv.models.Solver, r.sess.srv.obs}
 	var sched *solver.Run
 	if from != nil {
-		sched = solver.NewResumed(*from, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+		sched = solver.NewResumed(*from, model, taskEvents{r}, sopts)
 	} else {
-		sched = solver.New(tasks, r.sess.srv.models.Solver, taskEvents{r}, sopts)
+		sched = solver.New(tasks, model, taskEvents{r}, sopts)
 	}
 	r.sess.mu.Lock()
 	if from == nil {
@@ -473,6 +485,7 @@ func aggregateCounts(runID string, report solver.Report) wsproto.AggregateStart 
 }
 
 func (r *run) aggregate(summary string, report solver.Report) {
+	defer r.stageDone(StageAggregate, time.Now())
 	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
@@ -488,9 +501,11 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		// asking the model again (it may be what failed).
 		out = aggregator.Explain(in)
 	} else {
+		began := time.Now()
 		out, err = r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
 			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
 		})
+		r.sess.srv.obs.ModelCall(CallAggregate, callResult(r.ctx, err), time.Since(began), out.Usage)
 	}
 	r.spend(out.Usage)
 	if r.ctx.Err() != nil {
@@ -506,6 +521,11 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	},
 		wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
 	r.conclude(counts, len(report.Tasks), report.Usage.Add(out.Usage), out.Answer)
+}
+
+// stageDone tells the Observer a stage that began at began has ended.
+func (r *run) stageDone(stage string, began time.Time) {
+	r.sess.srv.obs.StageDone(stage, time.Since(began))
 }
 
 // conclude ends a run whose results are aggregated: pipeline.completed

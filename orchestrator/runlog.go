@@ -15,13 +15,16 @@ import (
 // logStart notes a run that starts with planning (tasks == nil) or with
 // the client's tasks.
 func (r *run) logStart(tasks []wsproto.Task) {
-	attrs := []any{"session", r.sess.id, "run", r.id, "kind", "plan"}
+	kind := RunPlan
+	attrs := []any{"session", r.sess.id, "run", r.id, "kind", RunPlan}
 	if tasks != nil {
-		attrs = append(attrs[:len(attrs)-1], "tasks", "tasks", len(tasks))
+		kind = RunTasks
+		attrs = append(attrs[:len(attrs)-1], RunTasks, "tasks", len(tasks))
 	}
 	if r.sess.srv.opts.Authenticate != nil {
 		attrs = append(attrs, "subject", r.sess.subject)
 	}
+	r.sess.srv.obs.RunStarted(kind)
 	r.sess.srv.log.Info("run started", attrs...)
 }
 
@@ -34,7 +37,7 @@ func (r *run) logEnd(meta any) {
 	}
 	r.ended = true
 	attrs := []any{"session", r.sess.id, "run", r.id, "duration_ms", time.Since(r.started).Milliseconds()}
-	outcome := "cancelled"
+	outcome, reason := "cancelled", ""
 	switch m := meta.(type) {
 	case *wsproto.FinalAnswer:
 		if p := r.completed; p != nil {
@@ -48,17 +51,21 @@ func (r *run) logEnd(meta any) {
 			wsproto.ReasonConfirmTimeout: "confirm_timeout",
 		}[m.Reason]
 	case *wsproto.PipelineCancelled:
-		attrs = append(attrs, "reason", m.Reason)
+		reason = m.Reason
+		attrs = append(attrs, "reason", reason)
 	default:
-		reason := "unknown"
+		reason = "unknown"
 		switch cause := context.Cause(r.ctx); {
 		case errors.Is(cause, errSessionExpired):
 			reason = "session_expired"
 		case errors.Is(cause, ErrServerClosed):
 			reason = "server_closed"
+		case errors.Is(cause, errSessionLost):
+			reason = "session_lost"
 		}
 		attrs = append(attrs, "reason", reason)
 	}
+	r.sess.srv.obs.RunEnded(outcome, reason)
 	r.sess.srv.log.Info("run ended", append([]any{"outcome", outcome}, attrs...)...)
 }
 

@@ -89,6 +89,9 @@ type Options struct {
 	Budget budget.Limits
 	// Logger receives the server's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Observer is told what happens, for metrics (package metrics).
+	// Defaults to observing nothing.
+	Observer Observer
 }
 
 func (o *Options) withDefaults() Options {
@@ -127,6 +130,9 @@ func (o *Options) withDefaults() Options {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
 	return c
 }
@@ -149,6 +155,7 @@ type Server struct {
 	models Models
 	log    *slog.Logger
 	budget *budget.Budget // nil: no limits
+	obs    Observer
 
 	// ctx is the parent of every run; cancelled by Close.
 	ctx    context.Context
@@ -158,6 +165,10 @@ type Server struct {
 	sessions map[string]*session
 	conns    map[*conn]struct{}
 	closed   bool
+	// draining is set once by Drain (under mu); read anywhere (drain.go).
+	draining atomic.Bool
+	// runEnded wakes Drain when a run ends while draining (cap 1).
+	runEnded chan struct{}
 
 	// replies are the forwarded commands waiting for their owner's answer,
 	// by message id (remote.go). Guarded by mu.
@@ -186,12 +197,14 @@ func New(models Models, opts *Options) (*Server, error) {
 		models:    models,
 		log:       o.Logger,
 		budget:    budget.New(o.Budget, nil),
+		obs:       o.Observer,
 		ctx:       ctx,
 		cancel:    cancel,
 		sessions:  make(map[string]*session),
 		conns:     make(map[*conn]struct{}),
 		replies:   make(map[uint64]chan message),
 		stopSweep: make(chan struct{}),
+		runEnded:  make(chan struct{}, 1),
 	}
 	s.janitorWG.Add(1)
 	go s.sweep()
@@ -222,7 +235,7 @@ func (s *Server) Connections() int {
 // connection ends. The handler's goroutine is the connection's reader.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
@@ -257,7 +270,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := newConn(s, ws, subject)
 	c.attach(sess)
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		ws.Close(websocket.StatusServiceRestart, "server restarting")
 		s.dropSession(sess)
@@ -265,6 +278,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
+	s.obs.ConnOpened()
 
 	opened := time.Now()
 	c.logger().Info("connection opened", "remote", r.RemoteAddr)
@@ -284,7 +298,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
-	end, status := c.ended(err)
+	end, status, kind := c.ended(err)
+	s.obs.ConnClosed(kind)
 	// The log names the session the connection ended on (a resume moves it).
 	c.logger().Info("connection closed", "duration_ms", time.Since(opened).Milliseconds(),
 		"end", end, "close_status", int(status), "frames", c.frames)
@@ -313,7 +328,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (subject s
 }
 
 // Close closes every connection with 1012, then cancels every run and
-// session, and waits for all their goroutines. ctx bounds the whole wait:
+// session, and waits for all their goroutines. Drain first to let runs
+// finish, or, with a Cluster, hand them over. ctx bounds the whole wait:
 // if it ends first, connections still closing are dropped without a
 // handshake, and Close returns — with ctx's error — without waiting for
 // runs whose model or tool has not returned since it was cancelled; those

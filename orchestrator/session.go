@@ -88,6 +88,7 @@ func (s *Server) newSession(ctx context.Context, subject string) (*session, stri
 	s.mu.Lock()
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
+	s.obs.SessionOpened(false)
 	return sess, token, nil
 }
 
@@ -151,6 +152,7 @@ func (sess *session) markClosed() bool {
 // session's lock.
 func (sess *session) release() {
 	sess.cancel()
+	sess.srv.obs.SessionClosed()
 	if c, ok := sess.ring.(io.Closer); ok {
 		if err := c.Close(); err != nil {
 			sess.srv.log.Error("close ring", "session", sess.id, "err", err)
@@ -170,6 +172,7 @@ func (sess *session) attachFresh(c *conn, token string) {
 		ResumeToken:    token,
 		BufferCapacity: sess.ring.Cap(),
 	}))
+	sess.drainIdleLocked()
 }
 
 // detach notes that c has gone; the session starts its TTL if c was its
@@ -282,6 +285,7 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 		sess.srv.log.Error("append event", "session", sess.id, "event", event, "err", err)
 		return
 	}
+	sess.srv.obs.Event(event)
 	sess.state.Apply(event, meta)
 	if sess.dur != nil {
 		sess.transitionLocked(e.Seq, event, meta) // commits the unit
@@ -342,6 +346,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	old.detachedAt.Store(0)
 	c.attach(old)
 	c.send(frames...)
+	old.drainIdleLocked()
 	old.mu.Unlock()
 
 	if prev != nil && prev != c {
@@ -352,6 +357,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 	s.attachShared(c, old.id)
 	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
+	a.observe(s.obs)
 	return nil
 }
 
@@ -410,6 +416,15 @@ func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable,
 	snap := st.Snapshot(a.last, a.lastSum)
 	a.resync, a.snap = true, &snap
 	return a, nil
+}
+
+// observe tells obs how the resume was answered.
+func (a *resumeAnswer) observe(obs Observer) {
+	if a.resync {
+		obs.Resumed(ResumeResync, 0)
+		return
+	}
+	obs.Resumed(ResumeReplay, a.replayed)
 }
 
 // frames are the answer's frames: system.connected, then the replay or

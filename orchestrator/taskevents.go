@@ -32,12 +32,14 @@ func (e taskEvents) Completed(id string, attempt int, res solver.Result, took ti
 }
 
 func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
+	e.r.sess.srv.obs.Failure(StageTask, c.Type)
 	e.r.emit(wsproto.EventExecutionError, "Task "+id+" failed", &wsproto.ExecutionError{
 		RunID: e.r.id, TaskID: id, Attempt: attempt, ErrorType: c.Type, Message: e.r.public(err, "task", id, "attempt", attempt),
 		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
 }
 
-func (e taskEvents) Retrying(id string, retry, maxAttempts int, delay time.Duration) {
+func (e taskEvents) Retrying(id string, retry, maxAttempts int, errorType string, delay time.Duration) {
+	e.r.sess.srv.obs.Retry(StageTask, errorType)
 	e.r.emit(wsproto.EventRecoveryStarted, "Retrying "+id, &wsproto.RecoveryStarted{
 		RunID: e.r.id, TaskID: id, RecoveryStrategy: "retry", Attempt: retry,
 		MaxAttempts: maxAttempts, DelayMS: delay.Milliseconds()})

@@ -27,6 +27,7 @@ func benchServer(b *testing.B, opts *Options) (*Server, string) {
 		opts = &Options{}
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Observer = benchObserver
 	srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}}, opts)
 	if err != nil {
 		b.Fatal(err)

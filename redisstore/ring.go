@@ -12,6 +12,7 @@ import (
 
 var (
 	_ buffer.Durable = (*Ring)(nil)
+	_ buffer.Sizer   = (*Ring)(nil)
 	_ io.Closer      = (*Ring)(nil)
 )
 
@@ -135,6 +136,9 @@ func (s *Store) newRing(id string, mem *buffer.Memory, cb Callbacks) *Ring {
 
 // Cap implements buffer.Ring.
 func (r *Ring) Cap() int { return r.mem.Cap() }
+
+// Len implements buffer.Sizer: the events the ring holds in memory.
+func (r *Ring) Len() int { return r.mem.Len() }
 
 // Append implements buffer.Ring, and queues the entry for the writer.
 func (r *Ring) Append(ctx context.Context, id string, encode func(seq uint64) ([]byte, error)) (buffer.Entry, error) {

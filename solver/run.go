@@ -405,7 +405,7 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 			return outcome{index: i, attempt: attempt, err: err, gaveUp: true}
 		}
 		delay := delays.Next(class)
-		s.events.Retrying(id, retry+1, s.opts.Retry.MaxAttempts, delay)
+		s.events.Retrying(id, retry+1, s.opts.Retry.MaxAttempts, class.Type, delay)
 		if failure.Wait(ctx, delay) != nil {
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}

@@ -65,7 +65,7 @@ func (r *recorder) Failed(id string, attempt int, c failure.Class, _ error) {
 	r.mu.Unlock()
 	r.log("fail %s %d %s", id, attempt, c.Type)
 }
-func (r *recorder) Retrying(id string, retry, maxAttempts int, _ time.Duration) {
+func (r *recorder) Retrying(id string, retry, maxAttempts int, _ string, _ time.Duration) {
 	r.log("retry %s %d/%d", id, retry, maxAttempts)
 	if r.retrying != nil {
 		r.retrying <- id
@@ -504,24 +504,24 @@ func TestTaskTimeout(t *testing.T) {
 
 type nopEvents struct{}
 
-func (nopEvents) Started(string, int)                            {}
-func (nopEvents) Progress(string, int, float64, string)          {}
-func (nopEvents) Completed(string, int, Result, time.Duration)   {}
-func (nopEvents) Failed(string, int, failure.Class, error)       {}
-func (nopEvents) Retrying(string, int, int, time.Duration)       {}
-func (nopEvents) Recovered(string, int)                          {}
-func (nopEvents) GaveUp(string, int, error)                      {}
-func (nopEvents) Decide(context.Context, string, error) Decision { return Skip }
-func (nopEvents) Cancelled(string, string)                       {}
-func (nopEvents) Skipped(string, string, string)                 {}
-func (nopEvents) Adapt(context.Context, AdaptInput) Adaptation   { return Adaptation{} }
-func (nopEvents) PlanUpdated(*wsproto.PlanUpdated)               {}
-func (nopEvents) Restarted(string)                               {}
-func (nopEvents) ToolCall(*wsproto.ToolCall)                     {}
-func (nopEvents) ToolResult(*wsproto.ToolResult)                 {}
-func (nopEvents) TodoUpdated(*wsproto.TodoUpdated)               {}
-func (nopEvents) TodoItemProgress(*wsproto.TodoItemProgress)     {}
-func (nopEvents) TodoCompleted(*wsproto.TodoCompleted)           {}
+func (nopEvents) Started(string, int)                              {}
+func (nopEvents) Progress(string, int, float64, string)            {}
+func (nopEvents) Completed(string, int, Result, time.Duration)     {}
+func (nopEvents) Failed(string, int, failure.Class, error)         {}
+func (nopEvents) Retrying(string, int, int, string, time.Duration) {}
+func (nopEvents) Recovered(string, int)                            {}
+func (nopEvents) GaveUp(string, int, error)                        {}
+func (nopEvents) Decide(context.Context, string, error) Decision   { return Skip }
+func (nopEvents) Cancelled(string, string)                         {}
+func (nopEvents) Skipped(string, string, string)                   {}
+func (nopEvents) Adapt(context.Context, AdaptInput) Adaptation     { return Adaptation{} }
+func (nopEvents) PlanUpdated(*wsproto.PlanUpdated)                 {}
+func (nopEvents) Restarted(string)                                 {}
+func (nopEvents) ToolCall(*wsproto.ToolCall)                       {}
+func (nopEvents) ToolResult(*wsproto.ToolResult)                   {}
+func (nopEvents) TodoUpdated(*wsproto.TodoUpdated)                 {}
+func (nopEvents) TodoItemProgress(*wsproto.TodoItemProgress)       {}
+func (nopEvents) TodoCompleted(*wsproto.TodoCompleted)             {}
 func (nopEvents) ConfirmTool(context.Context, string, string, json.RawMessage) bool {
 	return false
 }

@@ -59,8 +59,8 @@ type Events interface {
 	// Failed: an execution failed with an error of this class.
 	Failed(taskID string, attempt int, class failure.Class, err error)
 	// Retrying: retry number retry (1..maxAttempts) of the current budget
-	// starts after delay.
-	Retrying(taskID string, retry, maxAttempts int, delay time.Duration)
+	// starts after delay, for a failure of type errorType (the class's).
+	Retrying(taskID string, retry, maxAttempts int, errorType string, delay time.Duration)
 	// Recovered: execution attempt succeeded after at least one retry.
 	Recovered(taskID string, attempt int)
 	// GaveUp: out of retries, or not recoverable, after attempts executions

@@ -32,6 +32,37 @@ func TestRing(t *testing.T, newRing func(capacity int) buffer.Ring) {
 	t.Run("done context", func(t *testing.T) { testDoneContext(t, newRing) })
 	t.Run("against a model", func(t *testing.T) { testAgainstModel(t, newRing) })
 	t.Run("concurrent", func(t *testing.T) { testConcurrent(t, newRing) })
+	if _, ok := newRing(1).(buffer.Sizer); ok {
+		t.Run("len", func(t *testing.T) { testLen(t, newRing) })
+	}
+}
+
+// testLen: a Sizer's Len is what it holds: appends add to it up to the
+// capacity, acks take from it.
+func testLen(t *testing.T, newRing func(int) buffer.Ring) {
+	ctx := context.Background()
+	r := newRing(4)
+	steps := []struct {
+		name string
+		do   func()
+		want int
+	}{
+		{"empty", func() {}, 0},
+		{"three appended", func() { appendN(t, r, 3) }, 3},
+		{"two acked", func() { r.Ack(ctx, 2) }, 1},
+		{"full after evictions", func() {
+			for range 6 {
+				r.Append(ctx, "more", frame)
+			}
+		}, 4},
+		{"all acked", func() { r.Ack(ctx, 9) }, 0},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := r.(buffer.Sizer).Len(); got != st.want {
+			t.Fatalf("%s: Len = %d, want %d", st.name, got, st.want)
+		}
+	}
 }
 
 // chain computes §3.4 independently of the package: sums[n] = c(n).

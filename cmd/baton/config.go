@@ -24,6 +24,7 @@ type config struct {
 	allowedOrigins string
 	store          string
 	redisURL       string
+	drainTimeout   time.Duration
 	openai         openai.Config
 	opts           orchestrator.Options
 	agent          agentConfig
@@ -51,7 +52,7 @@ func envName(name string) string {
 const usageHeader = `Usage: baton [flags]
 
 Baton serves plan → confirm → solve → aggregate pipelines over a WebSocket at /ws
-(health at /healthz).
+(liveness at /healthz, readiness at /readyz, Prometheus metrics at /metrics).
 
 Every flag can also be set in the environment as BATON_<NAME>, upper snake case
 (BATON_SESSION_TTL=10m sets --session-ttl); a flag on the command line wins.
@@ -92,6 +93,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis (redis://[:password@]host:port/db, rediss:// for TLS)")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
 	agentFlags(fs, &o.Loop, &c.agent)
@@ -163,12 +165,13 @@ func (c *config) check(fs *flag.FlagSet) error {
 			return fmt.Errorf("%s: must be at least 1 (got %d)", c.src(name), n)
 		}
 	}
-	for _, name := range []string{"session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout"} {
+	for _, name := range []string{"session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout"} {
 		d := get(fs, name).(time.Duration)
+		zeroOK := name == "sim-delay" || name == "drain-timeout"
 		switch {
-		case name == "sim-delay" && d < 0:
+		case zeroOK && d < 0:
 			return fmt.Errorf("%s: must not be negative (got %s; use 0, 20ms, 1s)", c.src(name), d)
-		case name != "sim-delay" && d <= 0:
+		case !zeroOK && d <= 0:
 			return fmt.Errorf("%s: must be more than 0 (got %s; use 30s, 5m)", c.src(name), d)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/metrics"
 	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
@@ -155,25 +156,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer closeTools.Close()
 	c.opts.Loop.Tools = set
+	var pingStore func(context.Context) error // with --store redis: for /readyz
 	if c.store == "redis" {
-		cl, closeCluster, err := joinCluster(ctx, c, log)
+		cl, closeCluster, ping, err := joinCluster(ctx, c, log)
 		if err != nil {
 			return fmt.Errorf("configure: %w", err)
 		}
 		defer closeCluster() // after the orchestrator's Close, which leaves the cluster
-		c.opts.Cluster = cl
+		c.opts.Cluster, pingStore = cl, ping
 	}
+	met := metrics.New()
+	c.opts.Observer = met
 	orch, err := orchestrator.New(m, &c.opts)
 	if err != nil {
 		return err
 	}
+	met.WatchRings(orch.RingFill)
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		orch.Close(context.Background())
 		return fmt.Errorf("listen on %s %q: %w", c.src("addr"), c.addr, err)
 	}
-	handler := routes(orch)
+	handler := routes(orch, met.Handler(), readiness(orch, pingStore, log))
 	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
 		handler = wrap(handler)
 	}
@@ -210,12 +215,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	return shutdown(log, orch, srv, served, c.drainTimeout)
+}
+
+// closeGrace bounds what a shutdown does after the drain: cancelling the
+// runs left and waiting for every goroutine, or with the Redis store
+// sealing the sessions and leaving the cluster.
+const closeGrace = 10 * time.Second
+
+// shutdown drains the orchestrator — /readyz answers 503 and new WebSocket
+// connections are refused (503) from now on, while /healthz, /readyz and
+// /metrics keep answering — for drainTimeout at most, then stops the HTTP
+// server and closes the orchestrator within closeGrace more.
+func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, served <-chan error, drainTimeout time.Duration) error {
+	log.Info("shutting down: draining", "drain_timeout", drainTimeout.String())
+	deadline := time.Now().Add(drainTimeout)
+	drainCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	err = srv.Shutdown(shutdownCtx) // stops accepting; WebSockets are the orchestrator's
+	orch.Drain(drainCtx) // a timeout is not an error: Close cancels the runs left
+	closeCtx, cancelClose := context.WithDeadline(context.Background(), deadline.Add(closeGrace))
+	defer cancelClose()
+	err := srv.Shutdown(closeCtx) // stops accepting; WebSockets are the orchestrator's
 	<-served
-	if cerr := orch.Close(shutdownCtx); err == nil {
+	if cerr := orch.Close(closeCtx); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -226,25 +248,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // joinCluster connects to the Redis of --redis-url and joins the cluster of
-// Batons using it.
-func joinCluster(ctx context.Context, c config, log *slog.Logger) (*redisstore.Cluster, func() error, error) {
+// Batons using it. ping asks that Redis whether it answers.
+func joinCluster(ctx context.Context, c config, log *slog.Logger) (cl *redisstore.Cluster, closeCluster func() error,
+	ping func(context.Context) error, err error) {
 	opt, err := redis.ParseURL(c.redisURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w (want redis://[:password@]host:port/db)", c.src("redis-url"), err)
+		return nil, nil, nil, fmt.Errorf("%s: %w (want redis://[:password@]host:port/db)", c.src("redis-url"), err)
 	}
 	rdb := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
-		return nil, nil, fmt.Errorf("reach Redis at %s: %w", opt.Addr, err)
+		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", opt.Addr, err)
 	}
-	cl, err := redisstore.NewCluster(pctx, rdb, redisstore.ClusterOptions{Capacity: c.opts.BufferSize,
+	cl, err = redisstore.NewCluster(pctx, rdb, redisstore.ClusterOptions{Capacity: c.opts.BufferSize,
 		TTL: max(2*c.opts.SessionTTL, time.Hour), Logger: log})
 	if err != nil {
 		rdb.Close()
-		return nil, nil, fmt.Errorf("join the cluster on %s: %w", opt.Addr, err)
+		return nil, nil, nil, fmt.Errorf("join the cluster on %s: %w", opt.Addr, err)
 	}
 	log.Info("joined the cluster", "node", cl.Node(), "redis", opt.Addr)
-	return cl, func() error { return errors.Join(cl.Close(), rdb.Close()) }, nil
+	return cl, func() error { return errors.Join(cl.Close(), rdb.Close()) },
+		func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, nil
 }

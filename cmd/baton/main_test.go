@@ -86,7 +86,9 @@ func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, stderr
 	t.Cleanup(func() { checkWire(t, tap, wireSeen) })
 	ctx = context.WithValue(ctx, wrapHandlerKey{}, tap.Handler)
 	pr, pw := io.Pipe()
-	all := append([]string{"--addr", "127.0.0.1:0", "--sim-delay", "1ms", "--log-format", "json"}, args...)
+	// No drain unless a test asks for one (drain_test.go): a test's end
+	// cancels the runs it left at once.
+	all := append([]string{"--addr", "127.0.0.1:0", "--sim-delay", "1ms", "--log-format", "json", "--drain-timeout", "0"}, args...)
 	go func() {
 		err := run(ctx, all, func(string) string { return "" }, pw, stderr)
 		pw.CloseWithError(io.EOF)

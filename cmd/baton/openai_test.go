@@ -78,6 +78,14 @@ func TestOpenAIModelFullRun(t *testing.T) {
 	if completed != 3 || progress.String() != "Result for the task." {
 		t.Errorf("%d tasks completed; progress text of s %q", completed, progress.String())
 	}
+	// Every call's tokens are counted, by call: openaitest.Usage each.
+	metricsReach(t, base,
+		want{"baton_model_tokens_total", `call="plan",kind="prompt"`, 11, true},
+		want{"baton_model_tokens_total", `call="plan",kind="completion"`, 7, true},
+		want{"baton_model_tokens_total", `call="turn",kind="prompt"`, 3 * 11, true},
+		want{"baton_model_tokens_total", `call="turn",kind="completion"`, 3 * 7, true},
+		want{"baton_model_tokens_total", `call="aggregate",kind="completion"`, 7, true},
+		want{"baton_model_call_duration_seconds_count", `call="turn",result="ok"`, 3, true})
 	reqs := fake.Requests()
 	if len(reqs) != 5 || reqs[0].Model != "test-model" {
 		t.Errorf("%d requests to the model", len(reqs))

@@ -1,17 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"expvar"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/web"
 )
 
-// routes is Baton's whole HTTP surface.
-func routes(orch *orchestrator.Server) http.Handler {
+// routes is Baton's whole HTTP surface. ready says why Baton should get no
+// new clients now, "" when it should (readiness).
+func routes(orch *orchestrator.Server, metrics http.Handler, ready func(context.Context) string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", orch)
 	mux.Handle("GET /", web.Handler()) // the UI, and the JS client at /baton-client.js
@@ -19,7 +23,41 @@ func routes(orch *orchestrator.Server) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "sessions": orch.Sessions(), "connections": orch.Connections()})
 	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if reason := ready(r.Context()); reason != "" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(map[string]any{"status": "not ready", "reason": reason})
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", metrics) // counts only, but keep it from the public: see the README
 	return mux
+}
+
+// readyPingTimeout bounds the PING a readiness check sends Redis.
+const readyPingTimeout = time.Second
+
+// readiness is /readyz's check: not ready while draining, nor, with the
+// Redis store (ping not nil), while Redis does not answer a PING within
+// readyPingTimeout.
+func readiness(orch *orchestrator.Server, ping func(context.Context) error, log *slog.Logger) func(context.Context) string {
+	return func(ctx context.Context) string {
+		if orch.Draining() {
+			return "draining"
+		}
+		if ping == nil {
+			return ""
+		}
+		ctx, cancel := context.WithTimeout(ctx, readyPingTimeout)
+		defer cancel()
+		if err := ping(ctx); err != nil {
+			log.Debug("not ready: Redis did not answer", "err", err)
+			return "redis unreachable"
+		}
+		return ""
+	}
 }
 
 // debugRoutes is the profiling surface, served only on --debug-addr.

@@ -48,4 +48,7 @@ func TestSlowClientClosedWith1013(t *testing.T) {
 	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resumed {
 		t.Fatalf("resume after 1013: %+v", m)
 	}
+	metricsReach(t, base,
+		want{"baton_send_queue_overflows_total", "", 1, true},
+		want{"baton_connections_closed_total", `end="too_slow"`, 1, true})
 }
