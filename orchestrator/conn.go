@@ -33,6 +33,9 @@ type conn struct {
 	log atomic.Pointer[slog.Logger]
 	// frames counts the client frames read so far (reader goroutine only).
 	frames int
+	// flood rate-limits the client's frames (reader goroutine only); nil
+	// without a limit.
+	flood *flood
 
 	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, dropped
 	queue       [][]byte
@@ -56,6 +59,7 @@ func newConn(srv *Server, ws *websocket.Conn) *conn {
 		ws:    ws,
 		srv:   srv,
 		limit: srv.opts.SendQueue,
+		flood: newFlood(&srv.opts),
 		wake:  make(chan struct{}, 1),
 		gone:  make(chan struct{}),
 	}
