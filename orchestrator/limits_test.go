@@ -32,7 +32,7 @@ func TestAdmitFrame(t *testing.T) {
 		{"a burst, then refusals answered once, then 1008", []step{
 			{0, true, 0, 0}, {0, true, 0, 0}, {0, true, 0, 0}, // the burst
 			{0, false, 1, 0}, {0, false, 1, 0}, {0, false, 1, 0}, // the first refusal answered; three refused
-			{0, false, 1, websocket.StatusPolicyViolation}, // the fourth is one more than the burst
+			{0, false, 1, websocket.StatusPolicyViolation},           // the fourth is one more than the burst
 			{time.Minute, false, 1, websocket.StatusPolicyViolation}, // nothing is applied once closing
 		}},
 		{"a frame let through starts a new run of refusals", []step{
