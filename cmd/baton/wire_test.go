@@ -29,7 +29,6 @@ var loadSpec = sync.OnceValues(func() (*asyncapitest.Spec, error) {
 
 // notProduced are the spec's variants the end-to-end suite cannot produce.
 var notProduced = map[string]string{
-	"system.error code=rate_limited": "reserved by the contract; this version sends none (§7)",
 	"system.error code=internal": "only a failing ring or frame encoder sends it, and the memory ring " +
 		"and wsproto's metadata types do not fail",
 }
