@@ -144,7 +144,7 @@ func (c *conn) admitFrame(now time.Time) bool {
 	}
 	if f.refused++; f.refused > f.burst {
 		c.logger().Warn("client frames over the rate limit; closing", "refused", f.refused, "window", abuseWindow)
-		c.closeWith(websocket.StatusPolicyViolation, "rate limit exceeded")
+		c.closeWith(websocket.StatusCode(wsproto.CloseRateLimited), "rate limit exceeded")
 		return false
 	}
 	if !f.answered {
