@@ -33,9 +33,9 @@ import (
 // event of its session at most once.
 func TestLiveStreamChecks(t *testing.T) {
 	tests := []struct {
-		name string
-		seqs []uint64
-		want string // in the violations; "" for none
+		name    string
+		seqs    []uint64
+		want    string // in the violations; "" for none
 		dups    int
 		foreign uint64   // this seq is sent as another session's
 		saw     []uint64 // what OnEvent got
