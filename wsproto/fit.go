@@ -73,24 +73,25 @@ func FitFrame(dst []byte, f Frame, limit int) (b []byte, cut Frame, fits bool, e
 	meta["truncated"] = true
 	meta["original_bytes"] = original
 
-	encode := func(keep int) ([]byte, error) {
+	var raw []byte
+	encode := func(keep int) error {
 		for _, t := range texts {
 			t.set(cutText(t.s, t.enc, keep))
 		}
-		raw, err := json.Marshal(meta)
-		if err != nil {
-			return nil, err
+		if raw, err = json.Marshal(meta); err != nil {
+			return fmt.Errorf("cut %s: %w", f.Event, err)
 		}
-		g := cut
-		g.Metadata = json.RawMessage(raw)
-		return AppendFrame(dst[:start], g)
+		b = appendFrame(dst[:start], cut, raw)
+		return nil
 	}
-	keep := longest
-	// The first try cuts what the sizes say is enough; the loop is for
-	// what they cannot foresee (a cut that stops short of a rune).
+	// The first cut is what the sizes say is enough, the marker's few
+	// bytes included; the loop is for what they cannot foresee (a cut
+	// that stops short of a rune, escapes JSON writes differently).
+	const markerBytes = len(`,"original_bytes":,"truncated":true`) + 20
+	keep := level(texts, longest, original-limit+markerBytes)
 	for range 8 {
-		if b, err = encode(keep); err != nil {
-			return dst, f, false, fmt.Errorf("cut %s: %w", f.Event, err)
+		if err := encode(keep); err != nil {
+			return dst, f, false, err
 		}
 		over := len(b) - start - limit
 		if over <= 0 || keep == minKept {
@@ -98,7 +99,6 @@ func FitFrame(dst []byte, f Frame, limit int) (b []byte, cut Frame, fits bool, e
 		}
 		keep = level(texts, keep, over)
 	}
-	raw, _ := json.Marshal(meta) // it encoded above
 	if cut.Metadata, err = DecodeMetadata(f.Event, raw); err != nil {
 		return dst, f, false, err
 	}

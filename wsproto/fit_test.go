@@ -198,3 +198,16 @@ func mustRaw(t *testing.T, v any) json.RawMessage {
 	}
 	return b
 }
+
+// BenchmarkFitFrame is the rare path of the event path: a task result of
+// 2 MiB cut to a 1 MiB frame.
+func BenchmarkFitFrame(b *testing.B) {
+	f := frameOf(wsproto.EventSolverCompleted, "Completed t1",
+		&wsproto.SolverCompleted{RunID: runID, TaskID: "t1", Attempt: 1, Result: strings.Repeat("Lorem ipsum dolor sit amet. ", 2<<20/28)})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, fits, err := wsproto.FitFrame(nil, f, 1<<20); err != nil || !fits {
+			b.Fatal(fits, err)
+		}
+	}
+}
