@@ -18,9 +18,14 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
 bin=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$bin"' EXIT
 go build -o "$bin/baton" ./cmd/baton
+# Every session of the load comes from one address, and the idle phase holds
+# 10,000 sessions beside those of earlier phases still alive: the connection
+# limits are off (README, Limits). The rate limit stays: the load's clients
+# must not meet it.
+limits=(--max-conns-per-ip 0 --max-sessions 0)
 go build -o "$bin/baton-load" ./cmd/baton-load
 
-"$bin/baton" --addr 127.0.0.1:$port --debug-addr 127.0.0.1:$debug --sim-delay 0 --retry-base 5ms \
+"$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --debug-addr 127.0.0.1:$debug --sim-delay 0 --retry-base 5ms \
   --log-format json 2>"$bin/baton.log" >/dev/null &
 pid=$!
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
@@ -74,7 +79,7 @@ kill $pid; wait $pid 2>/dev/null || true
 echo "== resume under drops" >&2
 declare -A D
 for ring in 1000 16; do # the default ring, then one too small for what a session misses while down
-  "$bin/baton" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --buffer-size $ring \
+  "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --buffer-size $ring \
     --log-format json 2>>"$bin/baton.log" >/dev/null &
   dpid=$!
   for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
@@ -97,7 +102,7 @@ if command -v redis-server >/dev/null; then
   redis="redis://127.0.0.1:$rport/0"
   for store in memory redis; do
     extra=(); [ $store = redis ] && extra=(--store redis --redis-url "$redis")
-    "$bin/baton" --addr 127.0.0.1:$port --sim-delay 0 --retry-base 5ms "${extra[@]}" --log-format json 2>>"$bin/baton.log" >/dev/null &
+    "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --sim-delay 0 --retry-base 5ms "${extra[@]}" --log-format json 2>>"$bin/baton.log" >/dev/null &
     spid=$!; waithealth $port
     for n in 100 1000; do
       runs=$(( n == 100 ? 10 : 2 ))
@@ -107,9 +112,9 @@ if command -v redis-server >/dev/null; then
     kill $spid; wait $spid 2>/dev/null || true
   done
   # Two nodes on one Redis, every drop resumed on the other node.
-  "$bin/baton" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
+  "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
   apid=$!
-  "$bin/baton" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
+  "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
   bpid=$!
   waithealth $port; waithealth $port2
   two=$("$bin/baton-load" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \

@@ -28,21 +28,27 @@ import (
 )
 
 // TestLiveStreamChecks: a scripted server sends system.connected and then
-// sequenced events; every event sent twice, left out or out of order is a
-// violation, and the application still gets each event at most once.
+// sequenced events; every event sent twice, left out, out of order or of
+// another session is a violation, and the application still gets each
+// event of its session at most once.
 func TestLiveStreamChecks(t *testing.T) {
 	tests := []struct {
-		name string
-		seqs []uint64
-		want string // in the violations; "" for none
-		dups int
-		saw  []uint64 // what OnEvent got
+		name    string
+		seqs    []uint64
+		want    string // in the violations; "" for none
+		dups    int
+		foreign uint64   // this seq is sent as another session's
+		saw     []uint64 // what OnEvent got
 	}{
 		{name: "in order", seqs: []uint64{1, 2, 3}, saw: []uint64{1, 2, 3}},
 		{name: "one sent twice", seqs: []uint64{1, 2, 2, 3}, want: "duplicate: event seq 2", dups: 1, saw: []uint64{1, 2, 3}},
 		{name: "an old one again", seqs: []uint64{1, 2, 3, 1}, want: "duplicate: event seq 1", dups: 1, saw: []uint64{1, 2, 3}},
 		{name: "one left out", seqs: []uint64{1, 3, 4}, want: "gap: event seq 3 after 1", saw: []uint64{1, 3, 4}},
 		{name: "two swapped", seqs: []uint64{1, 3, 2, 4}, want: "gap: event seq 3 after 1", dups: 1, saw: []uint64{1, 3, 4}},
+		// Seq 2 of another session, where this one's seq 2 was due: only
+		// its session_id shows it.
+		{name: "one of another session", seqs: []uint64{1, 2, 3}, foreign: 2,
+			want: "foreign frame: solver.progress (seq 2) of session other reached session s", saw: []uint64{1, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,8 +63,12 @@ func TestLiveStreamChecks(t *testing.T) {
 				write(map[string]any{"event": wsproto.EventConnected, "event_id": "c", "session_id": "s", "timestamp": time.Now(),
 					"metadata": map[string]any{"session_id": "s", "resume_token": "t", "resumed": false, "last_seq": 0, "buffer_capacity": 10}})
 				for _, seq := range tt.seqs {
+					session := "s"
+					if seq == tt.foreign {
+						session = "other"
+					}
 					write(map[string]any{"event": wsproto.EventSolverProgress, "event_id": fmt.Sprint("e", seq), "seq": seq,
-						"session_id": "s", "timestamp": time.Now(), "metadata": map[string]any{"run_id": "r", "task_id": "a", "attempt": 1, "progress": 0.5}})
+						"session_id": session, "timestamp": time.Now(), "metadata": map[string]any{"run_id": "r", "task_id": "a", "attempt": 1, "progress": 0.5}})
 				}
 				ws.Read(ctx) // until the client closes
 			}))
@@ -78,8 +88,11 @@ func TestLiveStreamChecks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			// Each frame sent is either applied or counted as a duplicate.
-			if err := c.Wait(ctx, func(v client.View) bool { return v.Stats.Events+v.Stats.Duplicates == len(tt.seqs) }); err != nil {
+			// Each frame sent is either applied or counted as a duplicate
+			// or a foreign frame.
+			if err := c.Wait(ctx, func(v client.View) bool {
+				return v.Stats.Events+v.Stats.Duplicates+v.Stats.Foreign == len(tt.seqs)
+			}); err != nil {
 				t.Fatal(err)
 			}
 			v := c.View()

@@ -5,9 +5,10 @@
 // resumes with user.reconnect_with_state, applying a replay or a resync
 // snapshot. It checks the contract while it works: a gap, a duplicate, a
 // reordering, a replay that is not exactly the events after the client's
-// last seq, or a checksum that differs from the server's is recorded as a
-// violation rather than hidden. An application gets every event once either
-// way; a checker reads Stats.Violations.
+// last seq, a checksum that differs from the server's, or a frame of
+// another session is recorded as a violation rather than hidden. An
+// application gets every event once either way; a checker reads
+// Stats.Violations.
 //
 // The project's end-to-end tests and the load tool (cmd/baton-load) use it.
 package client
@@ -98,6 +99,9 @@ type Stats struct {
 	// replays only what follows the last_seq the client sent — so one is a
 	// server that replayed or sent an event twice.
 	Duplicates int
+	// Foreign counts frames of another session (their session_id is not
+	// this one's): dropped, and each one also a violation.
+	Foreign    int
 	Resumes    int // successful resumes (replay or resync)
 	Resyncs    int // resumes answered with a snapshot
 	Rejected   int // resumes answered with resume_rejected
@@ -260,7 +264,7 @@ func (c *Client) read(ws *websocket.Conn) error {
 func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ws, _, err := c.dial(ctx) // its fresh system.connected is not ours
+	ws, fresh, err := c.dial(ctx) // its fresh system.connected is not ours
 	if err != nil {
 		return nil, err
 	}
@@ -278,18 +282,20 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, err
 	}
 	if f.Event == wsproto.EventError {
+		// The connection is still on its fresh session, which the error
+		// names.
 		ws.CloseNow()
 		var e wsproto.Error
 		if json.Unmarshal(f.Metadata, &e) == nil && e.Code != wsproto.CodeResumeRejected {
 			// The server could not resume it now (its store did not
 			// answer): another attempt may.
-			c.deliver(f)
+			c.deliverOf(f, fresh.SessionID)
 			return nil, fmt.Errorf("client: resume failed: %s: %s", e.Code, e.Message)
 		}
 		c.mu.Lock()
 		c.stats.Rejected++
 		c.mu.Unlock()
-		c.deliver(f)
+		c.deliverOf(f, fresh.SessionID)
 		return nil, errRejected
 	}
 	var m wsproto.Connected

@@ -13,11 +13,28 @@ import (
 
 // deliver applies one frame: sequenced events once, in order; snapshots
 // replace the state.
-func (c *Client) deliver(f Frame) {
+func (c *Client) deliver(f Frame) { c.deliverOf(f, "") }
+
+// deliverOf is deliver for a frame of the session named session; "" is
+// the client's. A frame of any other session is dropped as a violation:
+// one session's event reached another's connection.
+func (c *Client) deliverOf(f Frame, session string) {
 	var confirms []wsproto.UserConfirm
 	var ack []byte
 	c.mu.Lock()
 	c.delivering = true
+	if session == "" {
+		session = c.sessionID
+	}
+	if f.SessionID != session {
+		// Dropped, so the application never sees another session's
+		// event; and reported, because the server must never send it.
+		c.stats.Foreign++
+		c.violation("foreign frame: %s (seq %d) of session %s reached session %s", f.Event, f.Seq, f.SessionID, session)
+		c.mu.Unlock()
+		c.wake()
+		return
+	}
 	switch {
 	case f.Seq != 0:
 		if f.Seq <= c.lastSeq {

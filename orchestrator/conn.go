@@ -38,6 +38,9 @@ type conn struct {
 	log atomic.Pointer[slog.Logger]
 	// frames counts the client frames read so far (reader goroutine only).
 	frames int
+	// flood rate-limits the client's frames (reader goroutine only); nil
+	// without a limit.
+	flood *flood
 
 	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, flush, dropped
 	queue       [][]byte
@@ -65,6 +68,7 @@ func newConn(srv *Server, ws *websocket.Conn, subject string) *conn {
 		ws:      ws,
 		srv:     srv,
 		limit:   srv.opts.SendQueue,
+		flood:   newFlood(&srv.opts),
 		wake:    make(chan struct{}, 1),
 		gone:    make(chan struct{}),
 	}

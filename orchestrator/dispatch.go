@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -24,6 +25,9 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		c.frames++
+		if !c.admitFrame(time.Now()) {
+			continue
+		}
 		if typ != websocket.MessageText {
 			c.sendError(&wsproto.Error{Code: wsproto.CodeInvalidMessage, Message: "binary frames are not accepted; send JSON text frames"})
 			continue

@@ -65,6 +65,22 @@ type Options struct {
 	// written before it is closed as too slow (1013). Defaults to
 	// BufferSize + 64, so a full-ring replay always fits.
 	SendQueue int
+	// RateLimit is how many frames a second a connection may send, on
+	// average; RateBurst how many at once. A frame over the limit is not
+	// applied (rate_limited), and more than RateBurst refused within 10 s
+	// close the connection with 1008. RateLimit defaults to 0: no limit;
+	// RateBurst to twice RateLimit.
+	RateLimit int
+	RateBurst int
+	// MaxConnsPerIP is the most connections one client address may have
+	// open; more are refused with 429 before the upgrade. MaxSessions is
+	// the most sessions this server holds; an upgrade beyond it is refused
+	// with 503. Both default to 0: no limit.
+	MaxConnsPerIP int
+	MaxSessions   int
+	// MaxFrameBytes caps the frames of sequenced events: a longer one has
+	// its texts cut to fit (wsproto.FitFrame). Defaults to 0: no cap.
+	MaxFrameBytes int
 	// Loop tunes each task's agent loop: the tools offered (besides the
 	// built-in todo_write, todo_update and ask_user), rounds, budgets and
 	// the todo tracking thresholds. Its zero value is the solver's
@@ -124,6 +140,9 @@ func (o *Options) withDefaults() Options {
 	def(&c.PongTimeout, 10*time.Second)
 	def(&c.WriteTimeout, c.PongTimeout)
 	defInt(&c.SendQueue, c.BufferSize+64)
+	if c.RateLimit > 0 {
+		defInt(&c.RateBurst, 2*c.RateLimit)
+	}
 	if c.NewRing == nil {
 		c.NewRing = func(n int) buffer.Ring { return buffer.NewMemory(n) }
 	}
@@ -174,6 +193,9 @@ type Server struct {
 	// by message id (remote.go). Guarded by mu.
 	replies map[uint64]chan message
 	nextMsg atomic.Uint64
+	// limits counts connections by address and upgrades under way, for
+	// the connection limits (limits.go).
+	limits limits
 
 	connWG    sync.WaitGroup // connection handlers
 	runWG     sync.WaitGroup // pipeline runs
@@ -243,6 +265,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.connWG.Add(1)
 	s.mu.Unlock()
 	defer s.connWG.Done()
+	adm, ok := s.admit(w, r) // 429 or 503 beyond the limits
+	if !ok {
+		return
+	}
+	defer adm.done()
 
 	subject, ok := s.authenticate(w, r)
 	if !ok {
@@ -262,6 +289,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(s.opts.ReadLimit)
 
 	sess, token, err := s.newSession(r.Context(), subject)
+	adm.sessionMade()
 	if err != nil {
 		s.log.Error("new session", "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")

@@ -29,13 +29,19 @@ func TestOptionsDefaults(t *testing.T) {
 				o.MaxParallel != 4 || o.MaxAttempts != 3 || o.RetryBase != time.Second || o.MaxTasks != 50 ||
 				o.ReadLimit != 65536 || o.PingInterval != 25*time.Second || o.PongTimeout != 10*time.Second ||
 				o.WriteTimeout != 10*time.Second || o.SendQueue != 1064 || o.TaskTimeout != 2*time.Minute ||
-				o.NewRing == nil || o.Logger == nil {
+				o.NewRing == nil || o.Logger == nil || o.RateLimit != 0 || o.RateBurst != 0 || o.MaxConnsPerIP != 0 ||
+				o.MaxSessions != 0 || o.MaxFrameBytes != 0 {
 				t.Errorf("defaults %+v", o)
 			}
 		}},
 		{"send queue follows the buffer size", &Options{BufferSize: 10}, func(t *testing.T, o Options) {
 			if o.SendQueue != 74 {
 				t.Errorf("SendQueue %d, want 74", o.SendQueue)
+			}
+		}},
+		{"the rate burst follows the rate", &Options{RateLimit: 5}, func(t *testing.T, o Options) {
+			if o.RateBurst != 10 {
+				t.Errorf("RateBurst %d, want 10", o.RateBurst)
 			}
 		}},
 		{"set values stay", &Options{MaxParallel: 9, PongTimeout: time.Second}, func(t *testing.T, o Options) {

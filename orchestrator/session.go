@@ -60,6 +60,9 @@ type session struct {
 	// scratch is where events are encoded before being copied out at their
 	// exact size: one allocation per event, and no slack kept in the ring.
 	scratch []byte
+	// cut is set by an append whose frame was cut to fit MaxFrameBytes:
+	// the frame as sent, whose metadata the state must fold in.
+	cut *wsproto.Frame
 }
 
 // newSession makes a session of subject and returns it with its resume
@@ -263,7 +266,7 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	id := newEventID()
 	now := time.Now()
 	e, err := sess.ring.Append(sess.ctx, id, func(seq uint64) ([]byte, error) {
-		b, err := wsproto.AppendFrame(sess.scratch[:0], wsproto.Frame{
+		f := wsproto.Frame{
 			Event:     event,
 			EventID:   id,
 			Seq:       seq,
@@ -272,23 +275,31 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 			Timestamp: now,
 			Content:   content,
 			Metadata:  meta,
-		})
+		}
+		b, err := wsproto.AppendFrame(sess.scratch[:0], f)
 		if err != nil {
 			return nil, err
+		}
+		if limit := sess.srv.opts.MaxFrameBytes; limit > 0 && len(b) > limit {
+			return sess.fitLocked(f)
 		}
 		if cap(b) <= 4096 { // keep an ordinary-sized buffer; let a rare big one go
 			sess.scratch = b
 		}
 		return append([]byte(nil), b...), nil
 	})
+	applied := meta
+	if sess.cut != nil {
+		applied, sess.cut = sess.cut.Metadata, nil // clients see the cut texts: so does the state
+	}
 	if err != nil {
 		sess.srv.log.Error("append event", "session", sess.id, "event", event, "err", err)
 		return
 	}
 	sess.srv.obs.Event(event)
-	sess.state.Apply(event, meta)
+	sess.state.Apply(event, applied)
 	if sess.dur != nil {
-		sess.transitionLocked(e.Seq, event, meta) // commits the unit
+		sess.transitionLocked(e.Seq, event, applied) // commits the unit
 	}
 	if sess.shared != nil {
 		return // deliver sends it once the store has it

@@ -24,7 +24,8 @@ import (
 // Fault directives as in §9: [sim:sleep=<duration>] sets how long an
 // execution takes, [sim:fail=<error_type>*<n>] makes the first n executions
 // fail with that type after one step ([sim:retry_after=<duration>] adds a
-// Retry-After to the failure).
+// Retry-After to the failure); [sim:result_bytes=<n>] makes the answer
+// exactly n bytes long.
 type Sim struct {
 	// Delay paces each round when no directive says otherwise. Defaults
 	// to 0.
@@ -86,7 +87,27 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 		return Reply{ToolCalls: calls}, nil
 	}
 	progress(1, "Answering")
-	return Reply{Text: simAnswer(t)}, nil
+	answer := simAnswer(t)
+	if n, ok := sim.ResultBytes(desc); ok {
+		answer = padTo(answer, n)
+	}
+	return Reply{Text: answer}, nil
+}
+
+// padTo is s cut or padded with filler text to exactly n bytes, for
+// [sim:result_bytes=n].
+func padTo(s string, n int) string {
+	const filler = " Lorem ipsum dolor sit amet, consectetur adipiscing elit."
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "") // a rune cut in two goes
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(s)
+	for b.Len() < n {
+		b.WriteString(filler[:min(len(filler), n-b.Len())])
+	}
+	return b.String()
 }
 
 // simTodoDone marks every item not completed yet completed, its calls

@@ -58,6 +58,11 @@ func TestSimLoop(t *testing.T) {
 			want:   []string{`tool_call v 1 2 ask_user {"question":"Which city?"}`, `ask v Which city?`, `tool_result v 1 2 ask_user true "The user answered: Porto"`},
 			result: `Ask: done. ask_user: "The user answered: Porto".`,
 		},
+		{
+			name:   "result_bytes: the answer padded to that size",
+			task:   wsproto.Task{ID: "w", Title: "Sized", Description: "[sim:result_bytes=60]"},
+			result: "Sized: done. Lorem ipsum dolor sit amet, consectetur adipisc",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +84,28 @@ func TestSimLoop(t *testing.T) {
 				if last := lines[len(lines)-1]; !strings.HasPrefix(last, "todo.completed") {
 					t.Errorf("the todo list did not end completed: %s", last)
 				}
+			}
+		})
+	}
+}
+
+func TestPadTo(t *testing.T) {
+	tests := []struct {
+		name, s string
+		n       int
+		want    string
+	}{
+		{"padded", "ab", 10, "ab Lorem i"},
+		{"exact", "abc", 3, "abc"},
+		{"cut", "abcdef", 4, "abcd"},
+		{"cut through a rune", "aé", 2, "a Lorem"[:2]},
+		{"empty", "abc", 0, ""},
+		{"past the filler", "", 130, strings.Repeat(" Lorem ipsum dolor sit amet, consectetur adipiscing elit.", 3)[:130]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := padTo(tt.s, tt.n); got != tt.want || len(got) != tt.n {
+				t.Errorf("padTo(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
 			}
 		})
 	}

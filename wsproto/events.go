@@ -76,6 +76,7 @@ const (
 // WebSocket close codes the server uses beyond RFC 6455's (§8).
 const (
 	CloseInvalidUTF8     = 1007
+	CloseRateLimited     = 1008 // policy violation: frames over the rate limit, sustained
 	CloseTooBig          = 1009
 	CloseServiceRestart  = 1012
 	CloseTryAgainLater   = 1013 // the client's send queue overflowed

@@ -37,6 +37,12 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 			return dst, fmt.Errorf("encode %s metadata: not a JSON object", f.Event)
 		}
 	}
+	return appendFrame(dst, f, meta), nil
+}
+
+// appendFrame appends f's envelope around meta, its metadata encoded (nil
+// for {}); f.Metadata is not looked at.
+func appendFrame(dst []byte, f Frame, meta []byte) []byte {
 	dst = append(dst, `{"event":`...)
 	dst = appendString(dst, f.Event)
 	dst = append(dst, `,"event_id":`...)
@@ -61,7 +67,7 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	} else {
 		dst = append(dst, meta...)
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}')
 }
 
 const hexDigits = "0123456789abcdef"

@@ -1,8 +1,10 @@
 package buffertest
 
 import (
+	"bytes"
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/baton-run/baton/buffer"
@@ -20,6 +22,12 @@ const (
 	Drop
 	// Reorder swaps the first two events of the replay.
 	Reorder
+	// Foreign replays the first event after the client's last seq as
+	// another session's: its session_id is the latest other session's
+	// that appended to a Faulty ring of the same Faults. Seq and event id
+	// stay right, so only a check of the session id sees it: the leak
+	// between sessions a checker must catch.
+	Foreign
 )
 
 func (f Fault) String() string {
@@ -30,6 +38,8 @@ func (f Fault) String() string {
 		return "drop"
 	case Reorder:
 		return "reorder"
+	case Foreign:
+		return "foreign"
 	}
 	return "none"
 }
@@ -43,6 +53,30 @@ type Faults struct {
 	// can be.
 	Limit  int
 	broken atomic.Int64
+
+	mu       sync.Mutex // guards sessions
+	sessions [2]string  // the two sessions that appended last, for Foreign
+}
+
+// saw notes that session appended to a ring.
+func (f *Faults) saw(session string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions[0] != session {
+		f.sessions[1], f.sessions[0] = f.sessions[0], session
+	}
+}
+
+// other returns a session seen other than mine, or "".
+func (f *Faults) other(mine string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.sessions {
+		if s != "" && s != mine {
+			return s
+		}
+	}
+	return ""
 }
 
 // Broken returns how many replays were broken so far.
@@ -62,15 +96,38 @@ func (f *Faults) take() bool {
 }
 
 // Faulty wraps a ring so that Since — what a resume replays — is wrong as f
-// says, when the replay is long enough for the fault (one event to drop,
-// two to reorder, a last seq still held to duplicate). Every other method
+// says, when the replay is long enough for the fault (one event to drop or
+// relabel, two to reorder, a last seq still held to duplicate) and, for
+// Foreign, another session has appended to a ring of f. Every other method
 // is inner's. It is the test double of a broken server: give it to
 // orchestrator.Options.NewRing and a checker must report a violation.
 func Faulty(inner buffer.Ring, f *Faults) buffer.Ring { return &faulty{Ring: inner, f: f} }
 
 type faulty struct {
 	buffer.Ring
-	f *Faults
+	f       *Faults
+	session string // the session whose events the ring holds, for Foreign
+}
+
+var sessionField = []byte(`"session_id":"`)
+
+// sessionOf is the session_id of an encoded frame.
+func sessionOf(frame []byte) string {
+	_, rest, ok := bytes.Cut(frame, sessionField)
+	id, _, ok2 := bytes.Cut(rest, []byte(`"`))
+	if !ok || !ok2 {
+		return ""
+	}
+	return string(id)
+}
+
+func (r *faulty) Append(ctx context.Context, id string, encode func(uint64) ([]byte, error)) (buffer.Entry, error) {
+	e, err := r.Ring.Append(ctx, id, encode)
+	if err == nil && r.f.Fault == Foreign {
+		r.session = sessionOf(e.Data)
+		r.f.saw(r.session)
+	}
+	return e, err
 }
 
 func (r *faulty) Since(ctx context.Context, lastSeq uint64) ([]buffer.Entry, error) {
@@ -87,6 +144,13 @@ func (r *faulty) Since(ctx context.Context, lastSeq uint64) ([]buffer.Entry, err
 	switch {
 	case r.f.Fault == Drop && len(e) >= 1 && r.f.take():
 		return e[1:], nil
+	case r.f.Fault == Foreign && len(e) >= 1:
+		other := r.f.other(r.session)
+		if other == "" || !r.f.take() {
+			break
+		}
+		e = slices.Clone(e)
+		e[0].Data = bytes.Replace(e[0].Data, slices.Concat(sessionField, []byte(r.session)), slices.Concat(sessionField, []byte(other)), 1)
 	case r.f.Fault == Reorder && len(e) >= 2 && r.f.take():
 		e = slices.Clone(e)
 		e[0], e[1] = e[1], e[0]

@@ -1,9 +1,10 @@
 // Command baton-load drives any Baton with many sessions and checks, with
-// zero tolerance, that no event is lost, duplicated or reordered: every
-// session's seqs must be contiguous with no seq delivered twice, every
-// replay must be exactly the events after the client's last seq, every
-// resume's checksum must equal the server's, and every run must end in
-// agent.final_answer (the client package records the first three as
+// zero tolerance, that no event is lost, duplicated, reordered or sent to
+// the wrong session: every session's seqs must be contiguous with no seq
+// delivered twice, every frame must carry the session's own session_id,
+// every replay must be exactly the events after the client's last seq,
+// every resume's checksum must equal the server's, and every run must end
+// in agent.final_answer (the client package records the first four as
 // violations). A resync's snapshot stands for the events it replaces: a run
 // it shows is started, and one it shows over has ended. It answers
 // confirmations itself, drops connections at random to exercise resume,

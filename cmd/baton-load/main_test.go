@@ -143,7 +143,8 @@ func TestLoadWithResyncs(t *testing.T) {
 }
 
 // TestLoadCatchesABrokenServer: a server that breaks a single replay in the
-// whole load — one event again, one left out, two swapped — fails the tool.
+// whole load — one event again, one left out, two swapped, one labelled
+// with another session's id — fails the tool.
 // The break is a Ring (buffertest.Faulty) given to a real orchestrator, and
 // the load goes through the tool's own run.
 func TestLoadCatchesABrokenServer(t *testing.T) {
@@ -154,6 +155,7 @@ func TestLoadCatchesABrokenServer(t *testing.T) {
 		{buffertest.Duplicate, "duplicate: event seq"},
 		{buffertest.Drop, "gap: event seq"},
 		{buffertest.Reorder, "gap: event seq"},
+		{buffertest.Foreign, "foreign frame: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fault.String(), func(t *testing.T) {

@@ -308,6 +308,7 @@ func TestWireCoverage(t *testing.T) {
 		{"a client event never sent", func(s *tally) { delete(s.fromClient, wsproto.EventUserReplan) }, []string{"never produced user.replan"}},
 		{"a kind never asked", func(s *tally) { delete(s.variants, "agent.user_confirm kind=tool_confirm") }, []string{"kind=tool_confirm"}},
 		{"an excused code seen", func(s *tally) { s.variants["system.error code=internal"] = 1 }, []string{"notProduced excuses system.error code=internal"}},
+		{"a code never sent", func(s *tally) { delete(s.variants, "system.error code=rate_limited") }, []string{"code=rate_limited"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

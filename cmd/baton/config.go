@@ -91,6 +91,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated Origin host patterns allowed besides the server's own host (path.Match syntax, port included: app.example.com, localhost:*)")
 	fs.DurationVar(&o.PingInterval, "ping-interval", 25*time.Second, "how often the server pings each connection")
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
+	fs.IntVar(&o.RateLimit, "rate-limit", 20, "client frames a second one connection may send on average; more are refused with rate_limited, and sustained, closed with 1008 (0: no limit)")
+	fs.IntVar(&o.RateBurst, "rate-burst", 0, "client frames one connection may send at once above --rate-limit (0: twice --rate-limit)")
+	fs.IntVar(&o.MaxConnsPerIP, "max-conns-per-ip", 100, "most open connections from one client IP; more are refused with 429 (0: no limit)")
+	fs.IntVar(&o.MaxSessions, "max-sessions", 10000, "most sessions this server holds; a new connection beyond it is refused with 503 (0: no limit)")
+	fs.IntVar(&o.MaxFrameBytes, "max-frame-bytes", 1<<20, "longest event frame sent, in bytes; a longer one has its long texts cut, marked truncated (0: no cap; else at least 4096)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis (redis://[:password@]host:port/db, rediss:// for TLS)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
@@ -165,6 +170,14 @@ func (c *config) check(fs *flag.FlagSet) error {
 			return fmt.Errorf("%s: must be at least 1 (got %d)", c.src(name), n)
 		}
 	}
+	for _, name := range []string{"rate-limit", "rate-burst", "max-conns-per-ip", "max-sessions", "max-frame-bytes"} {
+		if n := get(fs, name).(int); n < 0 {
+			return fmt.Errorf("%s: must not be negative (got %d; 0 turns the limit off)", c.src(name), n)
+		}
+	}
+	if n := c.opts.MaxFrameBytes; n > 0 && n < minFrameBytes {
+		return fmt.Errorf("%s: must be 0 (no cap) or at least %d (got %d)", c.src("max-frame-bytes"), minFrameBytes, n)
+	}
 	for _, name := range []string{"session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout"} {
 		d := get(fs, name).(time.Duration)
 		zeroOK := name == "sim-delay" || name == "drain-timeout"
@@ -202,6 +215,10 @@ func (c *config) check(fs *flag.FlagSet) error {
 	c.opts.AllowedOrigins = patterns
 	return c.checkAuth()
 }
+
+// minFrameBytes is the smallest --max-frame-bytes: below it even ordinary
+// events (a todo list, a short plan) would be cut or fail to fit.
+const minFrameBytes = 4096
 
 // originPatterns splits and checks --allowed-origins. coder/websocket
 // matches each pattern with path.Match, case-insensitively, against the

@@ -15,7 +15,7 @@ import (
 var (
 	// TaskDirectives are read from a task's description by the solver
 	// (and decide by the planner's decide step, a Baton extension).
-	TaskDirectives = []string{"fail", "sleep", "retry_after", "tool", "ask", "decide"}
+	TaskDirectives = []string{"fail", "sleep", "retry_after", "tool", "ask", "decide", "result_bytes"}
 	// RequestDirectives are read from a user.message's text by the planner.
 	RequestDirectives = []string{"plan_fail", "retry_after", "decide"}
 )
@@ -70,6 +70,10 @@ func checkValue(name, value string) error {
 		}
 	case "decide":
 		return checkDecide(value)
+	case "result_bytes":
+		if n, err := strconv.Atoi(value); err != nil || n < 0 || n > MaxResultBytes {
+			return fmt.Errorf("%q is not a size (a whole number of bytes, 0 to %d)", value, MaxResultBytes)
+		}
 	case "sleep", "retry_after":
 		if d, err := time.ParseDuration(value); err != nil || d < 0 {
 			return fmt.Errorf("%q is not a duration (e.g. 250ms, 2s)", value)

@@ -2,7 +2,8 @@
 // one-line topics and the fault directives of §9 of the contract:
 // [sim:sleep=<duration>], [sim:fail=<error_type>*<n>],
 // [sim:plan_fail=<error_type>*<n>], and Baton's [sim:retry_after=<duration>],
-// which makes a simulated rate_limit failure carry a Retry-After; the agent
+// which makes a simulated rate_limit failure carry a Retry-After, and
+// [sim:result_bytes=<n>], which makes a task's result n bytes long; the agent
 // loop's [sim:tool=…] and [sim:ask=…], and the decide step's [sim:decide=…]
 // (§12).
 package sim
@@ -44,6 +45,20 @@ func RetryAfter(text string) time.Duration {
 // Sleep returns the duration of a [sim:sleep=<duration>] directive in text,
 // and whether there was a valid one.
 func Sleep(text string) (time.Duration, bool) { return duration(text, "sleep") }
+
+// MaxResultBytes is the longest result [sim:result_bytes=<n>] may ask for.
+const MaxResultBytes = 16 << 20
+
+// ResultBytes returns the n of a [sim:result_bytes=<n>] directive in text:
+// the task's result is then exactly n bytes long.
+func ResultBytes(text string) (int, bool) {
+	for _, m := range directive.FindAllStringSubmatch(text, -1) {
+		if n, err := strconv.Atoi(m[2]); m[1] == "result_bytes" && err == nil && n >= 0 && n <= MaxResultBytes {
+			return n, true
+		}
+	}
+	return 0, false
+}
 
 func duration(text, name string) (time.Duration, bool) {
 	for _, m := range directive.FindAllStringSubmatch(text, -1) {

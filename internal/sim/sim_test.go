@@ -14,6 +14,7 @@ func TestDirectives(t *testing.T) {
 		planType   string
 		sleep      time.Duration
 		retryAfter time.Duration
+		result     int // of a valid result_bytes directive
 	}{
 		{text: "plain"},
 		{text: "[sim:fail=network*2]", failType: "network", failN: 2},
@@ -23,13 +24,17 @@ func TestDirectives(t *testing.T) {
 		{text: "[sim:plan_fail=timeout*3]", planType: "timeout"},
 		{text: "[sim:sleep=1.5s]", sleep: 1500 * time.Millisecond},
 		{text: "[sim:sleep=soon]"}, // bad duration: ignored
+		{text: "[sim:result_bytes=2000000]", result: 2000000},
+		{text: "[sim:result_bytes=-1]"},        // ignored
+		{text: "[sim:result_bytes=999999999]"}, // over MaxResultBytes: ignored
 	}
 	for _, tt := range tests {
 		typ, n, _ := Fail(tt.text)
 		ptyp, _, _ := PlanFail(tt.text)
 		d, _ := Sleep(tt.text)
-		if typ != tt.failType || n != tt.failN || ptyp != tt.planType || d != tt.sleep || RetryAfter(tt.text) != tt.retryAfter {
-			t.Errorf("%q: fail %q*%d plan_fail %q sleep %v retry_after %v", tt.text, typ, n, ptyp, d, RetryAfter(tt.text))
+		size, _ := ResultBytes(tt.text)
+		if typ != tt.failType || n != tt.failN || ptyp != tt.planType || d != tt.sleep || RetryAfter(tt.text) != tt.retryAfter || size != tt.result {
+			t.Errorf("%q: fail %q*%d plan_fail %q sleep %v retry_after %v result_bytes %d", tt.text, typ, n, ptyp, d, RetryAfter(tt.text), size)
 		}
 	}
 }
@@ -89,6 +94,9 @@ func TestCheck(t *testing.T) {
 		{name: "bad count", text: "[sim:fail=network*x]", allowed: TaskDirectives, want: []string{`"x" is not a count`}},
 		{name: "negative count", text: "[sim:fail=network*-1]", allowed: TaskDirectives, want: []string{"is not a count"}},
 		{name: "bad duration", text: "[sim:sleep=banana]", allowed: TaskDirectives, want: []string{`"banana" is not a duration`}},
+		{name: "good result size", text: "[sim:result_bytes=1048576]", allowed: TaskDirectives},
+		{name: "bad result size", text: "[sim:result_bytes=1MB]", allowed: TaskDirectives, want: []string{`"1MB" is not a size`}},
+		{name: "result size over the most", text: "[sim:result_bytes=99999999]", allowed: TaskDirectives, want: []string{"is not a size"}},
 		{name: "negative duration", text: "[sim:retry_after=-1s]", allowed: TaskDirectives, want: []string{"is not a duration"}},
 		{name: "empty directive", text: "[sim:]", allowed: TaskDirectives, want: []string{"unknown directive [sim:]"}},
 		{name: "two problems", text: "[sim:sleep=x] ok [sim:nope=1]", allowed: TaskDirectives, want: []string{"[sim:sleep=x]", "[sim:nope=1]"}},

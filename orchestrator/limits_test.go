@@ -1,0 +1,146 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+// TestAdmitFrame: which frames the rate limit lets through, which refusals
+// are answered, and when the connection is closed, frame by frame on a
+// clock the test sets.
+func TestAdmitFrame(t *testing.T) {
+	type step struct {
+		at       time.Duration // since the first frame
+		admitted bool
+		errors   int                  // rate_limited answers queued so far
+		close    websocket.StatusCode // the close asked for so far
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"a burst, then refusals answered once, then 1008", []step{
+			{0, true, 0, 0}, {0, true, 0, 0}, {0, true, 0, 0}, // the burst
+			{0, false, 1, 0}, {0, false, 1, 0}, {0, false, 1, 0}, // the first refusal answered; three refused
+			{0, false, 1, websocket.StatusPolicyViolation},           // the fourth is one more than the burst
+			{time.Minute, false, 1, websocket.StatusPolicyViolation}, // nothing is applied once closing
+		}},
+		{"a frame let through starts a new run of refusals", []step{
+			{0, true, 0, 0}, {0, true, 0, 0}, {0, true, 0, 0},
+			{0, false, 1, 0},
+			{time.Second, true, 1, 0}, // one token a second
+			{time.Second, false, 2, 0},
+			{time.Second, false, 2, 0},
+			{time.Second, false, 2, websocket.StatusPolicyViolation}, // the fourth refused within 10 s
+		}},
+		{"refusals far apart are not abuse", []step{
+			{0, true, 0, 0}, {0, true, 0, 0}, {0, true, 0, 0},
+			{0, false, 1, 0}, {0, false, 1, 0}, {0, false, 1, 0},
+			{11 * time.Second, true, 1, 0}, {11 * time.Second, true, 1, 0}, {11 * time.Second, true, 1, 0},
+			{11 * time.Second, false, 2, 0}, // the count starts again: 1 of 3
+			{11 * time.Second, false, 2, 0},
+			{11 * time.Second, false, 2, 0},
+			{11 * time.Second, false, 2, websocket.StatusPolicyViolation},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := New(simModels(), &Options{RateLimit: 1, RateBurst: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close(context.Background())
+			sess, _, _ := srv.newSession(context.Background(), "")
+			c := newConn(srv, nil, "") // no socket: only the queue and the close asked for are looked at
+			c.attach(sess)
+			start := time.Now()
+			for i, s := range tt.steps {
+				admitted := c.admitFrame(start.Add(s.at))
+				c.mu.Lock()
+				errors := 0
+				for _, f := range c.queue {
+					if bytes.Contains(f, []byte(`"code":"`+wsproto.CodeRateLimited+`"`)) {
+						errors++
+					}
+				}
+				code := c.closeCode
+				c.mu.Unlock()
+				if admitted != s.admitted || errors != s.errors || code != s.close {
+					t.Fatalf("frame %d at +%v: admitted %v, %d rate_limited, close %d; want %v, %d, %d",
+						i+1, s.at, admitted, errors, code, s.admitted, s.errors, s.close)
+				}
+			}
+		})
+	}
+}
+
+// TestAdmitUpgrade: the connection limits answer before the upgrade, and
+// an upgrade admitted holds its place until its connection ends.
+func TestAdmitUpgrade(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   Options
+		open   int // connections that stay open
+		status int // of the next upgrade
+	}{
+		{"no limits", Options{}, 3, http.StatusSwitchingProtocols},
+		{"per address", Options{MaxConnsPerIP: 3}, 3, http.StatusTooManyRequests},
+		{"per server", Options{MaxSessions: 3}, 3, http.StatusServiceUnavailable},
+		{"under both", Options{MaxConnsPerIP: 4, MaxSessions: 4}, 3, http.StatusSwitchingProtocols},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			srv, err := New(simModels(), &tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := httptest.NewServer(srv)
+			defer func() { hs.Close(); srv.Close(context.Background()) }()
+			url := "ws" + hs.URL[len("http"):]
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for range tt.open {
+				ws, _, err := websocket.Dial(ctx, url, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ws.CloseNow()
+				if _, _, err := ws.Read(ctx); err != nil { // system.connected: the session is made
+					t.Fatal(err)
+				}
+			}
+			ws, resp, err := websocket.Dial(ctx, url, nil)
+			if err == nil {
+				// Upgraded: its place is given back once its session is
+				// made, before system.connected.
+				if _, _, err := ws.Read(ctx); err != nil {
+					t.Fatal(err)
+				}
+				ws.CloseNow()
+			}
+			if resp == nil || resp.StatusCode != tt.status {
+				t.Fatalf("response %v (%v), want %d", resp, err, tt.status)
+			}
+			if tt.status != http.StatusSwitchingProtocols && resp.Header.Get("Retry-After") == "" {
+				t.Errorf("no Retry-After")
+			}
+			srv.limits.mu.Lock()
+			pending := srv.limits.pending
+			srv.limits.mu.Unlock()
+			if pending != 0 {
+				t.Errorf("%d upgrades still hold a place", pending)
+			}
+		})
+	}
+}
