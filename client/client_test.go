@@ -23,11 +23,15 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serve starts an in-process Baton on the simulated model with no delays.
-func serve(t *testing.T) string {
+func serve(t *testing.T) string { return serveWith(t, orchestrator.Options{}) }
+
+// serveWith is serve with options (the logger is set here).
+func serveWith(t *testing.T, opts orchestrator.Options) string {
 	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	orch, err := orchestrator.New(orchestrator.Models{
 		Planner: &planner.Sim{}, Solver: &solver.Sim{}, Aggregator: &aggregator.Sim{},
-	}, &orchestrator.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,20 +2,14 @@ package client_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/orchestrator"
-	"github.com/baton-run/baton/planner"
-	"github.com/baton-run/baton/solver"
 )
 
 // TestToken: Options.Token authenticates the first handshake and every
@@ -25,18 +19,7 @@ func TestToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orch, err := orchestrator.New(orchestrator.Models{
-		Planner: &planner.Sim{}, Solver: &solver.Sim{}, Aggregator: &aggregator.Sim{},
-	}, &orchestrator.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Authenticate: auth.Authenticator(static)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(orch)
-	t.Cleanup(func() {
-		orch.Close(context.Background())
-		srv.Close()
-	})
-	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	url := serveWith(t, orchestrator.Options{Authenticate: auth.Authenticator(static)})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

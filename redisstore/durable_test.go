@@ -22,9 +22,7 @@ func TestUnitsLandWhole(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	s, c := newStore(t, srv, "a", redisstore.Options{})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 1000})
-	r := s.NewRing(id, 1000, redisstore.Callbacks{})
+	id, r, _ := newSession(t, s, 1, 1000)
 	defer r.Close()
 
 	type seen struct {
@@ -320,9 +318,7 @@ func TestStoreClose(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	s, c := newStore(t, srv, "a", redisstore.Options{})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 1000})
-	r := s.NewRing(id, 1000, redisstore.Callbacks{})
+	id, r, _ := newSession(t, s, 1, 1000)
 	appendCommit(t, r, 100)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
