@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -139,7 +140,7 @@ func TestParsePairs(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !equalPairs(got, tt.want) {
+			if err != nil || !slices.Equal(got, tt.want) {
 				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
 			}
 		})
@@ -181,7 +182,7 @@ func TestLoadPairsFile(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !equalPairs(got, tt.want) {
+			if err != nil || !slices.Equal(got, tt.want) {
 				t.Fatalf("got %v, %v; want %v", got, err, tt.want)
 			}
 		})
@@ -218,16 +219,4 @@ func TestAuthenticator(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalPairs(a, b []Pair) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestRead(t *testing.T) {
 			for _, e := range page.Entries {
 				got = append(got, e.Seq)
 			}
-			if !equal(got, tt.want) {
+			if !slices.Equal(got, tt.want) {
 				t.Errorf("Read(%d, %d) = %v, want %v", tt.after, tt.count, got, tt.want)
 			}
 			since, _ := r.Since(ctx, tt.after)
@@ -76,18 +77,6 @@ func TestRead(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equal(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // tail runs Store.Tail in a goroutine the test owns, collecting entries.
