@@ -14,9 +14,10 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// conn is one WebSocket connection. The handler goroutine reads (readLoop)
-// and a writer goroutine writes (writeLoop); everything else only calls
-// send and closeWith, which never block.
+// conn is one WebSocket connection. Its reader goroutine (serve) reads;
+// a writer goroutine (writeLoop), started while there is something to
+// write, writes; everything else only calls send and closeWith, which
+// never block. An idle connection costs one goroutine.
 type conn struct {
 	ws    *websocket.Conn
 	srv   *Server
