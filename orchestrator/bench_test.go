@@ -27,7 +27,7 @@ func BenchmarkEmit(b *testing.B) {
 	}
 	defer srv.Close(b.Context())
 	sess, _, _ := srv.newSession(context.Background(), "")
-	c := &conn{srv: srv, limit: 1 << 20, wake: make(chan struct{}, 1), gone: make(chan struct{})}
+	c := &conn{srv: srv, limit: 1 << 20, writing: true} // no writer: the queue is drained by hand
 	c.attach(sess)
 	sess.conn = c
 	meta := &wsproto.SolverProgress{RunID: "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", TaskID: "t2",

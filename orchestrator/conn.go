@@ -14,9 +14,10 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// conn is one WebSocket connection. The handler goroutine reads (readLoop)
-// and a writer goroutine writes (writeLoop); everything else only calls
-// send and closeWith, which never block.
+// conn is one WebSocket connection. Its reader goroutine (serve) reads;
+// a writer goroutine (writeLoop), started while there is something to
+// write, writes; everything else only calls send and closeWith, which
+// never block. An idle connection costs one goroutine.
 type conn struct {
 	ws    *websocket.Conn
 	srv   *Server
@@ -42,7 +43,11 @@ type conn struct {
 	// without a limit.
 	flood *flood
 
-	mu          sync.Mutex // guards queue, spare, closeCode, closeReason, flush, dropped
+	// bc is the network connection under ws, which gathers a batch's
+	// writes into one (batchconn.go); nil in tests without a socket.
+	bc *batchConn
+
+	mu          sync.Mutex // guards the fields below up to closing
 	queue       [][]byte
 	spare       [][]byte
 	closeCode   websocket.StatusCode
@@ -53,24 +58,28 @@ type conn struct {
 	// dropped says why the server dropped the connection without a close
 	// handshake ("no pong", "write failed"), for the close log.
 	dropped string
+	// writing says a writer goroutine is running. There is one only while
+	// there is something to write: an idle connection has none.
+	writing bool
+	// stopped says the reader has stopped: no goroutine starts any more.
+	stopped bool
+	pinging bool        // a ping is in flight
+	pinger  *time.Timer // starts the next ping; nil without pings
 
-	closing atomic.Bool   // a close has been requested
-	wake    chan struct{} // cap 1: the writer has something to do
-	gone    chan struct{} // closed when the reader has stopped
-	pinging atomic.Bool
-	wg      sync.WaitGroup // the writer and any ping in flight
+	closing atomic.Bool    // a close has been requested
+	wg      sync.WaitGroup // the writer, any ping in flight, a proxied session's tail
 }
 
-func newConn(srv *Server, ws *websocket.Conn, subject string) *conn {
+// newConn returns the connection of ws, whose network connection is bc.
+func newConn(srv *Server, ws *websocket.Conn, bc *batchConn, subject string) *conn {
 	return &conn{
 		id:      uuid.NewString(),
 		subject: subject,
 		ws:      ws,
+		bc:      bc,
 		srv:     srv,
 		limit:   srv.opts.SendQueue,
 		flood:   newFlood(&srv.opts),
-		wake:    make(chan struct{}, 1),
-		gone:    make(chan struct{}),
 	}
 }
 
@@ -121,8 +130,8 @@ func (c *conn) send(frames ...[]byte) bool {
 		return false
 	}
 	c.queue = append(c.queue, frames...)
+	c.startWriterLocked()
 	c.mu.Unlock()
-	c.signal()
 	return true
 }
 
@@ -133,9 +142,9 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string) {
 	if c.closeCode == 0 {
 		c.closeCode, c.closeReason = code, reason
 		c.closing.Store(true)
+		c.startWriterLocked()
 	}
 	c.mu.Unlock()
-	c.signal()
 }
 
 // closeFlushed is closeWith for a connection that has nothing more coming
@@ -145,65 +154,60 @@ func (c *conn) closeFlushed(code websocket.StatusCode, reason string) {
 	c.mu.Lock()
 	if c.closeCode == 0 {
 		c.closeCode, c.closeReason, c.flush = code, reason, true
+		c.startWriterLocked()
 	}
 	c.mu.Unlock()
-	c.signal()
 }
 
-func (c *conn) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+// startWriterLocked starts a writer unless one is running (it takes what
+// was just queued) or the reader has stopped. Under c.mu, so a writer
+// about to leave an empty queue cannot miss a frame, and no goroutine is
+// added once the reader waits for them all.
+func (c *conn) startWriterLocked() {
+	if c.writing || c.stopped {
+		return
 	}
+	c.writing = true
+	c.wg.Add(1)
+	go c.writeLoop()
 }
 
-// writeLoop is the connection's only writer. It returns when the
-// connection is closed, by request or because the reader stopped.
+// writeLoop writes what is queued until the queue is empty or the
+// connection is closed, by request or because the reader stopped. A batch
+// (all that was queued when the writer looked) leaves in one write with one
+// deadline (batchConn): a per-frame write and context were half of the
+// server's CPU under load (docs/performance.md).
 func (c *conn) writeLoop() {
 	defer c.wg.Done()
-	var ping <-chan time.Time
-	if c.srv.opts.PingInterval > 0 {
-		t := time.NewTicker(c.srv.opts.PingInterval)
-		defer t.Stop()
-		ping = t.C
-	}
 	for {
-		select {
-		case <-c.gone:
+		c.mu.Lock()
+		if c.stopped {
+			c.writing = false
+			c.mu.Unlock()
 			c.ws.CloseNow()
 			return
-		case <-ping:
-			c.startPing()
-			continue
-		case <-c.wake:
 		}
-
-		c.mu.Lock()
 		batch := c.queue
 		c.queue, c.spare = c.spare[:0], nil
 		code, reason, flush := c.closeCode, c.closeReason, c.flush
+		if len(batch) == 0 && code == 0 {
+			c.writing = false
+			c.spare = batch
+			c.mu.Unlock()
+			return
+		}
 		c.mu.Unlock()
 
 		if code != 0 && !flush {
 			c.ws.Close(code, reason)
+			return // writing stays set: the connection is done
+		}
+		if err := c.writeBatch(batch); err != nil {
+			c.logger().Debug("write failed; dropping connection", "err", err)
+			c.drop(dropWriteFailed)
+			c.ws.CloseNow()
 			return
 		}
-		// One deadline per batch, not per frame: the per-frame context was
-		// ~8% of the server's CPU under load (docs/performance.md).
-		ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.WriteTimeout)
-		for _, f := range batch {
-			if c.closing.Load() {
-				break // the next turn of the loop closes
-			}
-			if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
-				cancel()
-				c.logger().Debug("write failed; dropping connection", "err", err)
-				c.drop(dropWriteFailed)
-				c.ws.CloseNow()
-				return
-			}
-		}
-		cancel()
 		if code != 0 { // flushed
 			c.ws.Close(code, reason)
 			return
@@ -212,32 +216,85 @@ func (c *conn) writeLoop() {
 		c.mu.Lock()
 		c.spare = batch[:0]
 		c.mu.Unlock()
-		if c.closing.Load() {
-			c.signal()
-		}
 	}
 }
 
-// startPing pings in a goroutine of its own, since Ping waits for the pong
-// and the writer must keep writing meanwhile. At most one is in flight. A
+// writeBatch writes frames, gathered into one write. It stops early when a
+// close is requested meanwhile: the writer's next turn closes.
+func (c *conn) writeBatch(frames [][]byte) error {
+	c.bc.hold()
+	for _, f := range frames {
+		if c.closing.Load() {
+			break
+		}
+		// No deadline here, and so no context per frame: the frame only
+		// goes to memory; release's write has the batch's deadline.
+		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
+			c.bc.release()
+			return err
+		}
+	}
+	return c.bc.release()
+}
+
+// startPings pings the peer every PingInterval until the reader stops.
+func (c *conn) startPings() {
+	if d := c.srv.opts.PingInterval; d > 0 {
+		c.mu.Lock()
+		c.pinger = time.AfterFunc(d, c.ping)
+		c.mu.Unlock()
+	}
+}
+
+// ping starts a ping in a goroutine of its own, since Ping waits for the
+// pong and no goroutine must wait meanwhile; at most one is in flight. A
 // peer that does not answer within PongTimeout is dropped; its session
 // stays for a resume.
-func (c *conn) startPing() {
-	if !c.pinging.CompareAndSwap(false, true) {
+func (c *conn) ping() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
 		return
 	}
+	c.pinger.Reset(c.srv.opts.PingInterval)
+	if c.pinging {
+		return
+	}
+	c.pinging = true
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer c.pinging.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.PongTimeout)
 		defer cancel()
-		if err := c.ws.Ping(ctx); err != nil {
+		err := c.ws.Ping(ctx)
+		c.mu.Lock()
+		c.pinging = false
+		lost := err != nil && !c.stopped // not the reader's own end
+		c.mu.Unlock()
+		if lost {
 			c.logger().Debug("no pong; dropping connection", "err", err)
 			c.drop(dropNoPong)
 			c.ws.CloseNow()
 		}
 	}()
+}
+
+// stop is the reader's last word: no goroutine of the connection starts
+// any more; the connection is closed now unless a writer is running (it
+// closes it, after a close handshake it may be in); and stop waits for all
+// of them.
+func (c *conn) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	writing := c.writing
+	if c.pinger != nil {
+		c.pinger.Stop()
+	}
+	c.mu.Unlock()
+	if !writing {
+		c.ws.CloseNow()
+	}
+	c.wg.Wait()
 }
 
 // Why the server drops a connection (drop).

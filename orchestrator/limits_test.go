@@ -61,7 +61,8 @@ func TestAdmitFrame(t *testing.T) {
 			}
 			defer srv.Close(context.Background())
 			sess, _, _ := srv.newSession(context.Background(), "")
-			c := newConn(srv, nil, "") // no socket: only the queue and the close asked for are looked at
+			c := newConn(srv, nil, nil, "") // no socket: only the queue and the close asked for are looked at
+			c.writing = true                // and no writer
 			c.attach(sess)
 			start := time.Now()
 			for i, s := range tt.steps {

@@ -253,8 +253,10 @@ func (s *Server) Connections() int {
 	return len(s.conns)
 }
 
-// ServeHTTP upgrades the request to a WebSocket and serves it until the
-// connection ends. The handler's goroutine is the connection's reader.
+// ServeHTTP upgrades the request to a WebSocket and returns: a goroutine
+// of the connection's own (serve) reads it until it ends, so that
+// net/http's connection, its buffers and the request are not kept for the
+// connection's life.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if s.closed || s.draining.Load() {
@@ -264,18 +266,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.connWG.Add(1)
 	s.mu.Unlock()
-	defer s.connWG.Done()
 	adm, ok := s.admit(w, r) // 429 or 503 beyond the limits
 	if !ok {
+		s.connWG.Done()
 		return
 	}
-	defer adm.done()
+	c, token := s.upgrade(w, r, adm)
+	if c == nil {
+		adm.done()
+		s.connWG.Done()
+		return
+	}
+	go func() {
+		defer s.connWG.Done()
+		defer adm.done()
+		c.serve(token)
+	}()
+}
 
+// upgrade authenticates the request, upgrades it and gives the connection
+// a fresh session, to which adm's place goes; c is nil when it fails, the
+// client told why.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission) (c *conn, token string) {
 	subject, ok := s.authenticate(w, r)
 	if !ok {
-		return
+		return nil, ""
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	up := &upgrader{ResponseWriter: w, timeout: s.opts.WriteTimeout}
+	ws, err := websocket.Accept(up, r, &websocket.AcceptOptions{
 		// Selected when offered: a browser that passes its token as a
 		// subprotocol fails the handshake unless one it offered is.
 		Subprotocols:    []string{auth.Subprotocol},
@@ -284,7 +302,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		s.log.Info("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
-		return
+		return nil, ""
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
@@ -293,34 +311,37 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Error("new session", "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
-		return
+		return nil, ""
 	}
-	c := newConn(s, ws, subject)
+	c = newConn(s, ws, up.conn, subject)
 	c.attach(sess)
 	s.mu.Lock()
 	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		ws.Close(websocket.StatusServiceRestart, "server restarting")
 		s.dropSession(sess)
-		return
+		return nil, ""
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.obs.ConnOpened()
-
-	opened := time.Now()
 	c.logger().Info("connection opened", "remote", r.RemoteAddr)
-	c.wg.Add(1)
-	go c.writeLoop()
-	sess.attachFresh(c, token)
-	s.attachShared(c, sess.id)
-	err = c.readLoop()
+	return c, token
+}
 
-	close(c.gone)
+// serve attaches c to its fresh session and reads it until it ends.
+func (c *conn) serve(token string) {
+	s := c.srv
+	opened := time.Now()
+	c.startPings()
+	c.sess.attachFresh(c, token)
+	s.attachShared(c, c.sess.id)
+	err := c.readLoop()
+
 	if c.remote != nil {
 		c.remote.stop()
 	}
-	c.wg.Wait()
+	c.stop()
 	c.sess.detach(c)
 	s.detachShared(c)
 	s.mu.Lock()

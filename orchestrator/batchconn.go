@@ -1,0 +1,123 @@
+package orchestrator
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// batchConn is the network connection under a connection's websocket.Conn.
+// coder/websocket flushes every message it writes: one write(2), one TCP
+// segment each. While the writer drains a batch of queued frames (hold ...
+// release), batchConn gathers what the library writes in memory instead and
+// sends it in one write at release, with one deadline for the whole batch.
+// Outside a batch — pongs and close frames from the reader, pings, the
+// close handshake — writes go straight through, each with its own deadline.
+// Writes keep their order: they are serialized by the library, and the
+// mutex orders a release against the writes around it.
+type batchConn struct {
+	net.Conn
+	timeout time.Duration // bounds every write to the network
+
+	mu      sync.Mutex
+	holding bool
+	buf     *[]byte // what a batch gathered; from batchBufs while holding
+}
+
+// batchBufs lends batch buffers: an idle connection holds none.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// maxKeptBatch is the largest buffer given back to batchBufs; one grown by
+// a rare big batch is left to the collector.
+const maxKeptBatch = 256 << 10
+
+// hold starts gathering writes.
+func (b *batchConn) hold() {
+	b.mu.Lock()
+	b.holding = true
+	if b.buf == nil {
+		b.buf = batchBufs.Get().(*[]byte)
+	}
+	b.mu.Unlock()
+}
+
+// release stops gathering and writes what was gathered in one write.
+func (b *batchConn) release() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.holding = false
+	buf := b.buf
+	if buf == nil {
+		return nil
+	}
+	b.buf = nil
+	var err error
+	if len(*buf) > 0 {
+		_, err = b.writeLocked(*buf)
+	}
+	if cap(*buf) <= maxKeptBatch {
+		*buf = (*buf)[:0]
+		batchBufs.Put(buf)
+	}
+	return err
+}
+
+func (b *batchConn) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.holding {
+		*b.buf = append(*b.buf, p...)
+		return len(p), nil
+	}
+	return b.writeLocked(p)
+}
+
+func (b *batchConn) writeLocked(p []byte) (int, error) {
+	if err := b.Conn.SetWriteDeadline(time.Now().Add(b.timeout)); err != nil {
+		return 0, err
+	}
+	return b.Conn.Write(p)
+}
+
+// Buffer sizes of an upgraded connection. Client frames are small, so a
+// read buffer of 1 KiB rarely splits one; the writer's buffer only gathers
+// a frame's header (a payload larger than what is left goes past it), and
+// holds a whole control frame (at most 2+4+125 bytes).
+const (
+	upgradeReadBuf  = 1 << 10
+	upgradeWriteBuf = 256
+)
+
+// upgrader hands coder/websocket a batchConn when it hijacks the HTTP
+// connection, with buffers of its own in place of net/http's 4 KiB ones:
+// once the handler returns, net/http's connection, buffers and request
+// are garbage.
+type upgrader struct {
+	http.ResponseWriter
+	timeout time.Duration
+	conn    *batchConn // set by Hijack
+}
+
+func (u *upgrader) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	nc, brw, err := http.NewResponseController(u.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if brw.Writer.Buffered() > 0 { // net/http flushes the handshake's answer first; in case it did not
+		if err := brw.Writer.Flush(); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+	}
+	u.conn = &batchConn{Conn: nc, timeout: u.timeout}
+	var r io.Reader = u.conn
+	if n := brw.Reader.Buffered(); n > 0 { // the client wrote ahead of the handshake's answer
+		ahead, _ := brw.Reader.Peek(n)
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), u.conn)
+	}
+	return u.conn, bufio.NewReadWriter(bufio.NewReaderSize(r, upgradeReadBuf), bufio.NewWriterSize(u.conn, upgradeWriteBuf)), nil
+}

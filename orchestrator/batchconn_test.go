@@ -1,0 +1,191 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+// recordConn is a net.Conn that records the writes reaching it.
+type recordConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes []string
+}
+
+func (r *recordConn) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	r.writes = append(r.writes, string(p))
+	r.mu.Unlock()
+	return len(p), nil
+}
+
+func (r *recordConn) SetWriteDeadline(time.Time) error { return nil }
+
+func TestBatchConnWrites(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []string // "hold", "release", or bytes to write
+		want  []string // the writes that reach the network
+	}{
+		{"outside a batch, each write goes through", []string{"a", "b"}, []string{"a", "b"}},
+		{"a batch leaves in one write", []string{"hold", "a", "b", "c", "release"}, []string{"abc"}},
+		{"writes around a batch keep their order", []string{"a", "hold", "b", "c", "release", "d"}, []string{"a", "bc", "d"}},
+		{"an empty batch writes nothing", []string{"hold", "release", "a"}, []string{"a"}},
+		{"batches one after another", []string{"hold", "a", "release", "hold", "b", "c", "release"}, []string{"a", "bc"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := &recordConn{}
+			bc := &batchConn{Conn: rc, timeout: time.Second}
+			for _, s := range tt.steps {
+				switch s {
+				case "hold":
+					bc.hold()
+				case "release":
+					if err := bc.release(); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					if n, err := bc.Write([]byte(s)); n != len(s) || err != nil {
+						t.Fatalf("Write(%q) = %d, %v", s, n, err)
+					}
+				}
+			}
+			if strings.Join(rc.writes, "|") != strings.Join(tt.want, "|") {
+				t.Fatalf("writes %q, want %q", rc.writes, tt.want)
+			}
+			if bc.buf != nil {
+				t.Fatal("a released batchConn still holds a buffer")
+			}
+		})
+	}
+}
+
+// A batch written to a peer that does not read fails at its deadline, and
+// a write outside a batch too: neither blocks longer.
+func TestBatchConnDeadline(t *testing.T) {
+	server, peer := net.Pipe() // unbuffered: nothing is written until the peer reads
+	defer peer.Close()
+	bc := &batchConn{Conn: server, timeout: 50 * time.Millisecond}
+	defer bc.Close()
+	for _, batch := range []bool{true, false} {
+		start := time.Now()
+		var err error
+		if batch {
+			bc.hold()
+			bc.Write([]byte("frame"))
+			err = bc.release()
+		} else {
+			_, err = bc.Write([]byte("frame"))
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("batch %v: err %v, want a deadline exceeded", batch, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("batch %v: the write took %v", batch, d)
+		}
+	}
+}
+
+// countingListener counts the writes of the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{c, l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A replay of 1,000 events leaves in a handful of writes, not one per
+// frame, and the client gets every frame, byte for byte and in order,
+// then the close code the server chose after them.
+func TestReplayBatched(t *testing.T) {
+	srv, err := New(simModels(), &Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	var writes atomic.Int64
+	hs := httptest.NewUnstartedServer(srv)
+	hs.Listener = countingListener{hs.Listener, &writes}
+	hs.Start()
+	defer hs.Close()
+
+	old, token, _ := srv.newSession(context.Background(), "")
+	for range 1000 {
+		old.emit(wsproto.EventSolverProgress, "", "Working through it", progressMeta)
+	}
+	want, err := old.ring.Since(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 20)
+	if _, _, err := ws.Read(ctx); err != nil { // the fresh session's system.connected
+		t.Fatal(err)
+	}
+	before := writes.Load()
+	reconnect, _ := json.Marshal(map[string]any{"event": wsproto.EventUserReconnect,
+		"metadata": map[string]any{"session_id": old.id, "resume_token": token, "last_seq": 0}})
+	if err := ws.Write(ctx, websocket.MessageText, reconnect); err != nil {
+		t.Fatal(err)
+	}
+	if _, data, err := ws.Read(ctx); err != nil || !bytes.Contains(data, []byte(`"resumed":true`)) {
+		t.Fatalf("resume answered %s, %v", data, err)
+	}
+	for i, e := range want {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("frame %d: %v", i+1, err)
+		}
+		if !bytes.Equal(data, e.Data) {
+			t.Fatalf("frame %d is %s, want %s", i+1, data, e.Data)
+		}
+	}
+	if n := writes.Load() - before; n > 10 {
+		t.Fatalf("1,001 frames took %d writes", n)
+	}
+
+	old.mu.Lock()
+	c := old.conn
+	old.mu.Unlock()
+	c.closeFlushed(websocket.StatusServiceRestart, "bye")
+	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+		t.Fatalf("after the replay: %v, want a close with 1012", err)
+	}
+}
