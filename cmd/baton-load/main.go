@@ -25,6 +25,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/proc"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -67,6 +69,7 @@ type config struct {
 	quiet      bool
 	idle       int
 	hold       time.Duration
+	cpuProfile string // a CPU profile of the tool itself is written here
 }
 
 // token is session i's bearer token, "" when none was given.
@@ -153,6 +156,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress line")
 	fs.IntVar(&c.idle, "idle", 0, "instead of runs: open this many idle sessions, hold them for -hold, and close them")
 	fs.DurationVar(&c.hold, "hold", 10*time.Second, "how long -idle sessions stay connected")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the tool itself (not the server) to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -182,22 +186,25 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 // Report is the outcome of a load run.
 type Report struct {
-	Sessions      int      `json:"sessions"`
-	Runs          int      `json:"runs"`
-	Events        int      `json:"events"`
-	Seconds       float64  `json:"seconds"`
-	EventsPerSec  float64  `json:"events_per_sec"`
-	LatencyP50MS  float64  `json:"latency_p50_ms"`
-	LatencyP95MS  float64  `json:"latency_p95_ms"`
-	LatencyP99MS  float64  `json:"latency_p99_ms"`
-	LatencyMaxMS  float64  `json:"latency_max_ms"`
-	Drops         int      `json:"drops"`
-	Resumes       int      `json:"resumes"`
-	Resyncs       int      `json:"resyncs"`
-	Duplicates    int      `json:"duplicates_dropped"`
-	ServerErrors  int      `json:"server_errors"`
-	Violations    []string `json:"violations"`
-	ViolationsNum int      `json:"violation_count"`
+	Sessions     int     `json:"sessions"`
+	Runs         int     `json:"runs"`
+	Events       int     `json:"events"`
+	Seconds      float64 `json:"seconds"`
+	EventsPerSec float64 `json:"events_per_sec"`
+	LatencyP50MS float64 `json:"latency_p50_ms"`
+	LatencyP95MS float64 `json:"latency_p95_ms"`
+	LatencyP99MS float64 `json:"latency_p99_ms"`
+	LatencyMaxMS float64 `json:"latency_max_ms"`
+	Drops        int     `json:"drops"`
+	Resumes      int     `json:"resumes"`
+	Resyncs      int     `json:"resyncs"`
+	Duplicates   int     `json:"duplicates_dropped"`
+	ServerErrors int     `json:"server_errors"`
+	// ClientCPUPerEvent is the tool's own CPU time (user and system, of the
+	// whole process: an in-process server counts too) per event received.
+	ClientCPUPerEvent float64  `json:"client_cpu_us_per_event"`
+	Violations        []string `json:"violations"`
+	ViolationsNum     int      `json:"violation_count"`
 }
 
 // errViolations makes run (and so main) fail when the load found any.
@@ -222,8 +229,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return idle(ctx, cfg, stdout)
 	}
 
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
 	var cnt counters
-	start := time.Now()
+	start, cpuStart := time.Now(), proc.CPU()
 	var deadline time.Time
 	if cfg.duration > 0 {
 		deadline = start.Add(cfg.duration)
@@ -277,6 +296,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	rep := report(cfg, results, time.Since(start))
+	if rep.Events > 0 {
+		rep.ClientCPUPerEvent = float64(proc.CPU()-cpuStart) / float64(time.Microsecond) / float64(rep.Events)
+	}
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -474,6 +496,7 @@ func printReport(w io.Writer, r Report) {
 	fmt.Fprintf(w, "sessions %d  runs %d  events %d  in %.1fs  → %.0f events/s\n", r.Sessions, r.Runs, r.Events, r.Seconds, r.EventsPerSec)
 	fmt.Fprintf(w, "delivery latency (live events, server timestamp → receipt): p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
 		r.LatencyP50MS, r.LatencyP95MS, r.LatencyP99MS, r.LatencyMaxMS)
+	fmt.Fprintf(w, "client CPU %.1fµs per event\n", r.ClientCPUPerEvent)
 	fmt.Fprintf(w, "drops %d  resumes %d  resyncs %d  duplicates dropped %d  server errors %d\n",
 		r.Drops, r.Resumes, r.Resyncs, r.Duplicates, r.ServerErrors)
 	fmt.Fprintf(w, "violations %d\n", r.ViolationsNum)
