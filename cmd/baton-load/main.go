@@ -362,7 +362,7 @@ func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt 
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: onConfirm,
-		Elsewhere: elsewhere, Token: cfg.token(i)})
+		Elsewhere: elsewhere, Token: cfg.token(i), SkipState: true})
 	cancel()
 	if err != nil {
 		fail("dial: %v", err)
