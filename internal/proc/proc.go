@@ -11,6 +11,22 @@ import (
 	"strconv"
 )
 
+// Stats are the process's counters as the server's debug endpoint
+// publishes them: the "process" var of /debug/vars.
+type Stats struct {
+	// CPUNs is the user and system CPU time used, in nanoseconds.
+	CPUNs int64 `json:"cpu_ns"`
+	// WriteSyscalls counts the write system calls made; 0 (left out)
+	// where that is not available.
+	WriteSyscalls uint64 `json:"write_syscalls,omitempty"`
+}
+
+// Read returns the process's counters now.
+func Read() Stats {
+	w, _ := WriteSyscalls()
+	return Stats{CPUNs: CPU().Nanoseconds(), WriteSyscalls: w}
+}
+
 // WriteSyscalls returns how many write system calls the process has made
 // (syscw of /proc/self/io), and false where that is not available (off
 // Linux, or a kernel without task I/O accounting).
