@@ -59,11 +59,7 @@ func (r *runs) frame(f client.Frame) {
 	}
 }
 
-func (r *runs) start(id string) {
-	if !r.started[id] {
-		r.started[id] = true
-	}
-}
+func (r *runs) start(id string) { r.started[id] = true }
 
 func (r *runs) end(id, why string) {
 	if r.ended[id] {
