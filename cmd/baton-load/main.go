@@ -8,7 +8,9 @@
 // violations). A resync's snapshot stands for the events it replaces: a run
 // it shows is started, and one it shows over has ended. It answers
 // confirmations itself, drops connections at random to exercise resume,
-// and reports throughput and delivery latency.
+// and reports throughput, delivery latency and CPU per event (its own, and
+// with -debug-addr the servers'). With -pace it offers a fixed rate of
+// events instead of as many as the servers take (pace.go).
 //
 //	go run ./cmd/baton-load -url ws://localhost:8080/ws -sessions 100 -runs 5 -drop-rate 6
 //

@@ -154,7 +154,7 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		}
 		// A paced load learns how many events each kind of run brings.
 		before := cl.View().Stats.Events
-		ended := func() {
+		finish := func() {
 			if l.pace != nil {
 				l.pace.done(kind, cl.View().Stats.Events-before)
 			}
@@ -174,7 +174,7 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 			}
 			if errors.Is(serr, client.ErrClosed) {
 				cancel()
-				ended()
+				finish()
 				fail("run %d: the client closed", r+1)
 				return res
 			}
@@ -197,7 +197,7 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		}
 		err = cl.Wait(rctx, func(client.View) bool { _, ended := tracked.counts(); return ended > r })
 		cancel()
-		ended()
+		finish()
 		reason := tracked.lastReason()
 		switch {
 		case err != nil:
