@@ -30,7 +30,8 @@ import (
 // TestLiveStreamChecks: a scripted server sends system.connected and then
 // sequenced events; every event sent twice, left out, out of order or of
 // another session is a violation, and the application still gets each
-// event of its session at most once.
+// event of its session at most once — with the state kept or not
+// (Options.SkipState).
 func TestLiveStreamChecks(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -50,61 +51,67 @@ func TestLiveStreamChecks(t *testing.T) {
 		{name: "one of another session", seqs: []uint64{1, 2, 3}, foreign: 2,
 			want: "foreign frame: solver.progress (seq 2) of session other reached session s", saw: []uint64{1, 3}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				ws, err := websocket.Accept(w, r, nil)
-				if err != nil {
-					return
-				}
-				defer ws.CloseNow()
-				ctx := r.Context()
-				write := func(v map[string]any) { b, _ := json.Marshal(v); ws.Write(ctx, websocket.MessageText, b) }
-				write(map[string]any{"event": wsproto.EventConnected, "event_id": "c", "session_id": "s", "timestamp": time.Now(),
-					"metadata": map[string]any{"session_id": "s", "resume_token": "t", "resumed": false, "last_seq": 0, "buffer_capacity": 10}})
-				for _, seq := range tt.seqs {
-					session := "s"
-					if seq == tt.foreign {
-						session = "other"
+	for _, skip := range []bool{false, true} {
+		for _, tt := range tests {
+			name := tt.name
+			if skip {
+				name += ", state skipped"
+			}
+			t.Run(name, func(t *testing.T) {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					ws, err := websocket.Accept(w, r, nil)
+					if err != nil {
+						return
 					}
-					write(map[string]any{"event": wsproto.EventSolverProgress, "event_id": fmt.Sprint("e", seq), "seq": seq,
-						"session_id": session, "timestamp": time.Now(), "metadata": map[string]any{"run_id": "r", "task_id": "a", "attempt": 1, "progress": 0.5}})
+					defer ws.CloseNow()
+					ctx := r.Context()
+					write := func(v map[string]any) { b, _ := json.Marshal(v); ws.Write(ctx, websocket.MessageText, b) }
+					write(map[string]any{"event": wsproto.EventConnected, "event_id": "c", "session_id": "s", "timestamp": time.Now(),
+						"metadata": map[string]any{"session_id": "s", "resume_token": "t", "resumed": false, "last_seq": 0, "buffer_capacity": 10}})
+					for _, seq := range tt.seqs {
+						session := "s"
+						if seq == tt.foreign {
+							session = "other"
+						}
+						write(map[string]any{"event": wsproto.EventSolverProgress, "event_id": fmt.Sprint("e", seq), "seq": seq,
+							"session_id": session, "timestamp": time.Now(), "metadata": map[string]any{"run_id": "r", "task_id": "a", "attempt": 1, "progress": 0.5}})
+					}
+					ws.Read(ctx) // until the client closes
+				}))
+				defer srv.Close()
+				var mu sync.Mutex
+				var saw []uint64
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				c, err := client.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), &client.Options{SkipState: skip, OnEvent: func(f client.Frame) {
+					if f.Seq != 0 {
+						mu.Lock()
+						saw = append(saw, f.Seq)
+						mu.Unlock()
+					}
+				}})
+				if err != nil {
+					t.Fatal(err)
 				}
-				ws.Read(ctx) // until the client closes
-			}))
-			defer srv.Close()
-			var mu sync.Mutex
-			var saw []uint64
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			c, err := client.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), &client.Options{OnEvent: func(f client.Frame) {
-				if f.Seq != 0 {
-					mu.Lock()
-					saw = append(saw, f.Seq)
-					mu.Unlock()
+				defer c.Close()
+				// Each frame sent is either applied or counted as a duplicate
+				// or a foreign frame.
+				if err := c.Wait(ctx, func(v client.View) bool {
+					return v.Stats.Events+v.Stats.Duplicates+v.Stats.Foreign == len(tt.seqs)
+				}); err != nil {
+					t.Fatal(err)
 				}
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			// Each frame sent is either applied or counted as a duplicate
-			// or a foreign frame.
-			if err := c.Wait(ctx, func(v client.View) bool {
-				return v.Stats.Events+v.Stats.Duplicates+v.Stats.Foreign == len(tt.seqs)
-			}); err != nil {
-				t.Fatal(err)
-			}
-			v := c.View()
-			if got := strings.Join(v.Stats.Violations, "; "); tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
-				t.Errorf("violations %q, want %q", got, tt.want)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if v.Stats.Duplicates != tt.dups || fmt.Sprint(saw) != fmt.Sprint(tt.saw) {
-				t.Errorf("duplicates %d, the application saw %v; want %d and %v", v.Stats.Duplicates, saw, tt.dups, tt.saw)
-			}
-		})
+				v := c.View()
+				if got := strings.Join(v.Stats.Violations, "; "); tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+					t.Errorf("violations %q, want %q", got, tt.want)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if v.Stats.Duplicates != tt.dups || fmt.Sprint(saw) != fmt.Sprint(tt.saw) {
+					t.Errorf("duplicates %d, the application saw %v; want %d and %v", v.Stats.Duplicates, saw, tt.dups, tt.saw)
+				}
+			})
+		}
 	}
 }
 

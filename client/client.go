@@ -14,6 +14,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,10 @@ type Frame struct {
 // Meta decodes the frame's metadata into its typed struct (a pointer, see
 // wsproto.DecodeMetadata).
 func (f Frame) Meta() (any, error) { return wsproto.DecodeMetadata(f.Event, f.Metadata) }
+
+// MetaString returns the metadata's top-level string field key (run_id,
+// say) without decoding the rest, and whether it is there as a string.
+func (f Frame) MetaString(key string) (string, bool) { return metaString(f.Metadata, key) }
 
 // Answer is the metadata of a user.response: Confirmed (and optionally
 // Tasks) for a plan confirmation or a plan adjustment, Action for a
@@ -89,6 +94,14 @@ type Options struct {
 	// (--store redis): each resume dials the next of them in turn, after
 	// Dial's URL, as a client behind a load balancer lands on any server.
 	Elsewhere []string
+	// SkipState leaves the session's state unfolded: View's Phase and Run
+	// stay empty, and an event's metadata is decoded only where the client
+	// must read it (confirmations, snapshots). Every delivery check —
+	// seqs, duplicates, session ids, replays, checksums — is made as
+	// before; what is lost is the check that each event's metadata decodes.
+	// A load that only checks delivery sets it to save CPU. Defaults to
+	// false: the state is kept.
+	SkipState bool
 }
 
 // Stats counts what happened to a client.
@@ -117,16 +130,18 @@ var ErrClosed = errors.New("client: closed")
 type Client struct {
 	urls []string // Dial's URL, then Options.Elsewhere
 	opts Options
-	// dials counts the connections made, which picks the next URL. Only
-	// the goroutine dialing (Dial, then the reader loop) touches it.
+	// dials counts the connections made, which picks the next URL; names
+	// interns the frames' event names and session ids. Only the goroutine
+	// dialing and reading (Dial, then the reader loop) touches them.
 	dials int
+	names interner
 
 	mu        sync.Mutex // guards the fields below
 	ws        *websocket.Conn
 	sessionID string
 	token     string
 	lastSeq   uint64
-	checksum  string
+	checksum  chain
 	expectSum map[uint64]string // server checksums to verify once we reach the seq
 	replayTo  uint64            // events up to this seq arrive as a replay
 	state     wsproto.State
@@ -146,7 +161,7 @@ type Client struct {
 
 // Dial connects to a Baton /ws URL and waits for system.connected.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
-	c := &Client{changed: make(chan struct{}),
+	c := &Client{changed: make(chan struct{}), names: interner{},
 		expectSum: map[uint64]string{}, answers: map[string][]byte{}, done: make(chan struct{})}
 	if opts != nil {
 		c.opts = *opts
@@ -192,7 +207,7 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, Frame, error) {
 		return nil, Frame{}, fmt.Errorf("client: dial: %w", err)
 	}
 	ws.SetReadLimit(1 << 24)
-	f, err := readFrame(ctx, ws)
+	f, err := c.readFrame(ctx, ws, nil)
 	if err != nil {
 		ws.CloseNow()
 		return nil, Frame{}, err
@@ -200,13 +215,22 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, Frame, error) {
 	return ws, f, nil
 }
 
-func readFrame(ctx context.Context, ws *websocket.Conn) (Frame, error) {
-	_, data, err := ws.Read(ctx)
+// readFrame reads and decodes one frame. buf, when not nil, is reused to
+// read into; the frame's Metadata never aliases it.
+func (c *Client) readFrame(ctx context.Context, ws *websocket.Conn, buf *bytes.Buffer) (Frame, error) {
+	_, r, err := ws.Reader(ctx)
 	if err != nil {
 		return Frame{}, fmt.Errorf("client: read: %w", err)
 	}
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(r); err != nil {
+		return Frame{}, fmt.Errorf("client: read: %w", err)
+	}
 	var f Frame
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := decodeFrame(bytes.Clone(buf.Bytes()), &f, c.names); err != nil {
 		return Frame{}, fmt.Errorf("client: decode frame: %w", err)
 	}
 	f.Received = time.Now()
@@ -251,8 +275,9 @@ var errRejected = errors.New("client: resume rejected")
 
 // read handles frames until the connection fails.
 func (c *Client) read(ws *websocket.Conn) error {
+	var buf bytes.Buffer
 	for {
-		f, err := readFrame(context.Background(), ws)
+		f, err := c.readFrame(context.Background(), ws, &buf)
 		if err != nil {
 			return err
 		}
@@ -270,13 +295,13 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 	}
 	c.mu.Lock()
 	req := map[string]any{"event": wsproto.EventUserReconnect, "metadata": map[string]any{
-		"session_id": c.sessionID, "resume_token": c.token, "last_seq": c.lastSeq, "state_checksum": c.checksum}}
+		"session_id": c.sessionID, "resume_token": c.token, "last_seq": c.lastSeq, "state_checksum": c.checksum.String()}}
 	c.mu.Unlock()
 	if err := writeJSON(ctx, ws, req); err != nil {
 		ws.CloseNow()
 		return nil, err
 	}
-	f, err := readFrame(ctx, ws)
+	f, err := c.readFrame(ctx, ws, nil)
 	if err != nil {
 		ws.CloseNow()
 		return nil, err
@@ -321,7 +346,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 	c.mu.Unlock()
 	c.deliver(f)
 	if m.Resync {
-		snap, err := readFrame(ctx, ws)
+		snap, err := c.readFrame(ctx, ws, nil)
 		if err != nil || snap.Event != wsproto.EventStateSnapshot {
 			ws.CloseNow()
 			return nil, fmt.Errorf("client: resync without a snapshot (%s, %v)", snap.Event, err)

@@ -64,7 +64,7 @@ func (c *Client) View() View {
 func (c *Client) viewLocked() View {
 	s := c.stats
 	s.Violations = append([]string(nil), s.Violations...)
-	return View{SessionID: c.sessionID, ResumeToken: c.token, LastSeq: c.lastSeq, Checksum: c.checksum,
+	return View{SessionID: c.sessionID, ResumeToken: c.token, LastSeq: c.lastSeq, Checksum: c.checksum.String(),
 		Phase: c.state.Snapshot(0, "").Phase, Run: copyRun(c.state.Run), Stats: s}
 }
 

@@ -8,7 +8,9 @@
 // violations). A resync's snapshot stands for the events it replaces: a run
 // it shows is started, and one it shows over has ended. It answers
 // confirmations itself, drops connections at random to exercise resume,
-// and reports throughput and delivery latency.
+// and reports throughput, delivery latency and CPU per event (its own, and
+// with -debug-addr the servers'). With -pace it offers a fixed rate of
+// events instead of as many as the servers take (pace.go).
 //
 //	go run ./cmd/baton-load -url ws://localhost:8080/ws -sessions 100 -runs 5 -drop-rate 6
 //
@@ -22,9 +24,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +37,7 @@ import (
 
 	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/client"
-	"github.com/baton-run/baton/wsproto"
+	"github.com/baton-run/baton/internal/proc"
 )
 
 func main() {
@@ -67,6 +69,9 @@ type config struct {
 	quiet      bool
 	idle       int
 	hold       time.Duration
+	cpuProfile string  // a CPU profile of the tool itself is written here
+	pace       float64 // events per second offered; 0 for as fast as it goes
+	debugAddrs urls    // the servers' --debug-addr, for their CPU and write syscalls
 }
 
 // token is session i's bearer token, "" when none was given.
@@ -75,53 +80,6 @@ func (c *config) token(i int) string {
 		return ""
 	}
 	return c.tokens[i%len(c.tokens)]
-}
-
-// workload is a run to start: a request to plan, or tasks to solve.
-type workload struct {
-	request  string
-	tasks    []wsproto.Task
-	adaptive bool // the decide step after each task (§11)
-}
-
-// workloads are the kinds of run a session can start.
-var workloads = map[string]func(rng *rand.Rand) workload{
-	// plan: a request planned by the model and confirmed.
-	"plan": func(rng *rand.Rand) workload {
-		return workload{request: fmt.Sprintf("Load request %d", rng.IntN(1000))}
-	},
-	// tasks: a diamond of client-supplied tasks.
-	"tasks": func(*rand.Rand) workload {
-		return workload{tasks: []wsproto.Task{task("a", ""), task("b", ""), task("c", "", "a", "b"), task("d", "", "c")}}
-	},
-	// flaky: a task that fails once with a network error and recovers.
-	"flaky": func(*rand.Rand) workload {
-		return workload{tasks: []wsproto.Task{task("a", "[sim:fail=network*1]"), task("b", "", "a")}}
-	},
-	// agent: tasks whose agent loop asks the user (answered by the tool)
-	// and calls a tool with bad arguments (a failed result, not a failed task).
-	"agent": func(*rand.Rand) workload {
-		return workload{tasks: []wsproto.Task{task("a", "[sim:ask=Which option?]"),
-			task("b", `[sim:tool=todo_update {"id":"none","status":"completed"}]`), task("c", "", "a", "b")}}
-	},
-	// failing: a permanent failure; the tool answers skip, the run ends partial.
-	"failing": func(*rand.Rand) workload {
-		return workload{tasks: []wsproto.Task{task("a", "[sim:fail=permanent*1]"), task("b", "", "a"), task("c", "")}}
-	},
-	// adaptive: a planned run with the decide step, whose first decision
-	// asks the user (the tool answers), grows the plan by a task (the tool
-	// approves), synthesizes or continues.
-	"adaptive": func(rng *rand.Rand) workload {
-		decide := []string{"request_input:Which option?", "adjust_plan:+Double-check", "synthesize", "continue"}[rng.IntN(4)]
-		return workload{request: fmt.Sprintf("Adaptive request %d [sim:decide=%s]", rng.IntN(1000), decide), adaptive: true}
-	},
-}
-
-func task(id, desc string, deps ...string) wsproto.Task {
-	if deps == nil {
-		deps = []string{}
-	}
-	return wsproto.Task{ID: id, Title: "Load task " + id, Description: desc, DependsOn: deps}
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -153,14 +111,17 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress line")
 	fs.IntVar(&c.idle, "idle", 0, "instead of runs: open this many idle sessions, hold them for -hold, and close them")
 	fs.DurationVar(&c.hold, "hold", 10*time.Second, "how long -idle sessions stay connected")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the tool itself (not the server) to this file")
+	fs.Float64Var(&c.pace, "pace", 0, "offer this many events per second across all sessions, by pacing run starts (0: each session starts its next run at once)")
+	fs.Var(&c.debugAddrs, "debug-addr", "a server's --debug-addr (host:port): report its CPU time and write syscalls per event; repeat for several servers (summed)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if len(c.urls) == 0 {
 		c.urls = urls{"ws://localhost:8080/ws"}
 	}
-	if c.sessions < 1 || c.runs < 1 || c.dropRate < 0 || c.ackEvery < 0 {
-		return c, errors.New("-sessions and -runs must be at least 1, -drop-rate and -ack-every not negative")
+	if c.sessions < 1 || c.runs < 1 || c.dropRate < 0 || c.ackEvery < 0 || c.pace < 0 {
+		return c, errors.New("-sessions and -runs must be at least 1, -drop-rate, -ack-every and -pace not negative")
 	}
 	c.mix = map[string]int{}
 	for _, part := range strings.Split(*mix, ",") {
@@ -180,31 +141,15 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-// Report is the outcome of a load run.
-type Report struct {
-	Sessions      int      `json:"sessions"`
-	Runs          int      `json:"runs"`
-	Events        int      `json:"events"`
-	Seconds       float64  `json:"seconds"`
-	EventsPerSec  float64  `json:"events_per_sec"`
-	LatencyP50MS  float64  `json:"latency_p50_ms"`
-	LatencyP95MS  float64  `json:"latency_p95_ms"`
-	LatencyP99MS  float64  `json:"latency_p99_ms"`
-	LatencyMaxMS  float64  `json:"latency_max_ms"`
-	Drops         int      `json:"drops"`
-	Resumes       int      `json:"resumes"`
-	Resyncs       int      `json:"resyncs"`
-	Duplicates    int      `json:"duplicates_dropped"`
-	ServerErrors  int      `json:"server_errors"`
-	Violations    []string `json:"violations"`
-	ViolationsNum int      `json:"violation_count"`
-}
-
 // errViolations makes run (and so main) fail when the load found any.
 var errViolations = errors.New("violations found")
 
-// counters are shared by every session for the progress line.
-type counters struct {
+// shared is what every session of a load shares.
+type shared struct {
+	deadline time.Time // no run starts after it; zero for none (-duration)
+	pace     *pacer    // nil unless -pace
+	latency  histogram // of live events, server timestamp to receipt
+	// events, runs and drops are counted for the progress line.
 	events, runs, drops atomic.Int64
 }
 
@@ -222,11 +167,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return idle(ctx, cfg, stdout)
 	}
 
-	var cnt counters
-	start := time.Now()
-	var deadline time.Time
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var serverBefore serverStats
+	if len(cfg.debugAddrs) > 0 {
+		if serverBefore, err = readServers(ctx, cfg.debugAddrs); err != nil {
+			return err
+		}
+	}
+
+	l := &shared{}
+	start, cpuStart := time.Now(), proc.CPU()
 	if cfg.duration > 0 {
-		deadline = start.Add(cfg.duration)
+		l.deadline = start.Add(cfg.duration)
+	}
+	if cfg.pace > 0 {
+		l.pace = newPacer(cfg.pace, start)
 	}
 	results := make([]sessionResult, cfg.sessions)
 	var wg sync.WaitGroup
@@ -243,7 +208,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			case <-ctx.Done():
 				return
 			}
-			results[i] = runSession(ctx, cfg, i, deadline, &cnt)
+			results[i] = runSession(ctx, cfg, i, l)
 		}()
 	}
 
@@ -261,9 +226,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				case <-progressDone:
 					return
 				case <-t.C:
-					ev := cnt.events.Load()
+					ev := l.events.Load()
 					fmt.Fprintf(stderr, "\r%5.0fs  runs %d  events %d  (%d/s)  drops %d   ",
-						time.Since(start).Seconds(), cnt.runs.Load(), ev, ev-last, cnt.drops.Load())
+						time.Since(start).Seconds(), l.runs.Load(), ev, ev-last, l.drops.Load())
 					last = ev
 				}
 			}
@@ -276,7 +241,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr)
 	}
 
-	rep := report(cfg, results, time.Since(start))
+	took := time.Since(start)
+	if l.pace != nil {
+		// A paced load lasts until its last run's slot is over: a last
+		// run quicker than its slot does not count as a burst.
+		took = max(took, l.pace.end())
+	}
+	rep := report(cfg, results, &l.latency, took)
+	cpu := proc.CPU() - cpuStart
+	var serverErr error
+	if len(cfg.debugAddrs) > 0 {
+		var after serverStats
+		if after, serverErr = readServers(ctx, cfg.debugAddrs); serverErr == nil {
+			rep.ServerCPUPerEvent, rep.ServerWritesPerEvent = after.since(serverBefore, rep.Events)
+		}
+	}
+	if rep.Events > 0 {
+		rep.ClientCPUPerEvent = float64(cpu) / float64(time.Microsecond) / float64(rep.Events)
+	}
 	if cfg.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -287,199 +269,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if rep.ViolationsNum > 0 {
 		return errViolations
 	}
-	return nil
-}
-
-type sessionResult struct {
-	runs       int
-	latencies  []time.Duration
-	drops      int
-	stats      client.Stats
-	violations []string
-}
-
-// runSession drives one session through its runs.
-func runSession(ctx context.Context, cfg config, i int, deadline time.Time, cnt *counters) (res sessionResult) {
-	rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
-	fail := func(format string, args ...any) {
-		res.violations = append(res.violations, fmt.Sprintf("session %d: ", i)+fmt.Sprintf(format, args...))
-	}
-
-	var mu sync.Mutex // guards res.latencies
-	tracked := newRuns()
-	onEvent := func(f client.Frame) {
-		tracked.frame(f)
-		if !wsproto.Sequenced(f.Event) {
-			return
-		}
-		cnt.events.Add(1)
-		if !f.Replayed {
-			mu.Lock()
-			res.latencies = append(res.latencies, f.Received.Sub(f.Timestamp))
-			mu.Unlock()
-		}
-	}
-	onConfirm := func(c wsproto.UserConfirm) *client.Answer {
-		yes, text := true, "the first one"
-		switch c.Kind {
-		case wsproto.ConfirmTaskFailed:
-			return &client.Answer{Action: "skip"}
-		case wsproto.ConfirmTool:
-			return &client.Answer{Approved: &yes}
-		case wsproto.ConfirmInput:
-			return &client.Answer{Text: &text}
-		}
-		return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
-	}
-	first := i % len(cfg.urls)
-	var elsewhere []string
-	if cfg.elsewhere {
-		for k := 1; k < len(cfg.urls); k++ {
-			elsewhere = append(elsewhere, cfg.urls[(first+k)%len(cfg.urls)])
-		}
-	}
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: onConfirm,
-		Elsewhere: elsewhere, Token: cfg.token(i)})
-	cancel()
-	if err != nil {
-		fail("dial: %v", err)
-		return res
-	}
-	defer func() {
-		cl.Close()
-		res.stats = cl.View().Stats
-		for _, v := range res.stats.Violations {
-			fail("%s", v)
-		}
-	}()
-
-	// Random drops, a Poisson process of rate dropRate per minute.
-	dropsDone := make(chan struct{})
-	var dropWG sync.WaitGroup
-	if cfg.dropRate > 0 {
-		dropRNG := rand.New(rand.NewPCG(cfg.seed, uint64(i)+1<<32)) // its own: rng belongs to the session loop
-		dropWG.Add(1)
-		go func() {
-			defer dropWG.Done()
-			for {
-				wait := time.Duration(dropRNG.ExpFloat64() / cfg.dropRate * float64(time.Minute))
-				select {
-				case <-dropsDone:
-					return
-				case <-time.After(wait):
-					cl.Drop()
-					res.drops++
-					cnt.drops.Add(1)
-				}
-			}
-		}()
-	}
-	defer func() { close(dropsDone); dropWG.Wait() }()
-
-	kinds := make([]string, 0)
-	for name, w := range cfg.mix {
-		for range w {
-			kinds = append(kinds, name)
-		}
-	}
-	slices.Sort(kinds)
-	for r := 0; r < cfg.runs; r++ {
-		if !deadline.IsZero() && time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		w := workloads[kinds[rng.IntN(len(kinds))]](rng)
-		rctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
-		// Start the run; a start lost with a dropped connection is sent again.
-		for {
-			resumes := cl.View().Stats.Resumes
-			var serr error
-			switch {
-			case w.tasks != nil:
-				serr = cl.SolveTasks(rctx, w.tasks)
-			case w.adaptive:
-				serr = cl.MessageAdaptive(rctx, w.request)
-			default:
-				serr = cl.Message(rctx, w.request)
-			}
-			if errors.Is(serr, client.ErrClosed) {
-				cancel()
-				fail("run %d: the client closed", r+1)
-				return res
-			}
-			if serr != nil {
-				// The frame did not leave: the client is between connections.
-				// Send it again once it has resumed (or give up with the run).
-				if cl.Wait(rctx, func(v client.View) bool { return v.Stats.Resumes > resumes }) != nil {
-					break
-				}
-				continue
-			}
-			// Sent, but it may be lost with a connection dropped before the
-			// server read it: sent again when the run has not started.
-			sctx, scancel := context.WithTimeout(rctx, 2*time.Second)
-			werr := cl.Wait(sctx, func(client.View) bool { started, _ := tracked.counts(); return started > r })
-			scancel()
-			if werr == nil || rctx.Err() != nil {
-				break
-			}
-		}
-		err = cl.Wait(rctx, func(client.View) bool { _, ended := tracked.counts(); return ended > r })
-		cancel()
-		reason := tracked.lastReason()
-		switch {
-		case err != nil:
-			fail("run %d did not end: %v", r+1, err)
-			return res
-		case reason != "":
-			fail("run %d ended without a final answer: %s", r+1, reason)
-		}
-		res.runs++
-		cnt.runs.Add(1)
-	}
-	return res
-}
-
-func report(cfg config, results []sessionResult, took time.Duration) Report {
-	rep := Report{Sessions: cfg.sessions, Seconds: took.Seconds(), Violations: []string{}}
-	var lat []time.Duration
-	for _, r := range results {
-		rep.Runs += r.runs
-		rep.Events += r.stats.Events
-		rep.Drops += r.drops
-		rep.Resumes += r.stats.Resumes
-		rep.Resyncs += r.stats.Resyncs
-		rep.Duplicates += r.stats.Duplicates
-		rep.ServerErrors += r.stats.Errors
-		rep.Violations = append(rep.Violations, r.violations...)
-		lat = append(lat, r.latencies...)
-	}
-	rep.ViolationsNum = len(rep.Violations)
-	if len(rep.Violations) > 20 {
-		rep.Violations = rep.Violations[:20]
-	}
-	rep.EventsPerSec = float64(rep.Events) / took.Seconds()
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		if len(lat) == 0 {
-			return 0
-		}
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / float64(time.Millisecond)
-	}
-	rep.LatencyP50MS, rep.LatencyP95MS, rep.LatencyP99MS, rep.LatencyMaxMS = pct(0.50), pct(0.95), pct(0.99), pct(1)
-	return rep
-}
-
-func printReport(w io.Writer, r Report) {
-	fmt.Fprintf(w, "sessions %d  runs %d  events %d  in %.1fs  → %.0f events/s\n", r.Sessions, r.Runs, r.Events, r.Seconds, r.EventsPerSec)
-	fmt.Fprintf(w, "delivery latency (live events, server timestamp → receipt): p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms\n",
-		r.LatencyP50MS, r.LatencyP95MS, r.LatencyP99MS, r.LatencyMaxMS)
-	fmt.Fprintf(w, "drops %d  resumes %d  resyncs %d  duplicates dropped %d  server errors %d\n",
-		r.Drops, r.Resumes, r.Resyncs, r.Duplicates, r.ServerErrors)
-	fmt.Fprintf(w, "violations %d\n", r.ViolationsNum)
-	for _, v := range r.Violations {
-		fmt.Fprintf(w, "  %s\n", v)
-	}
+	return serverErr
 }
 
 // idle opens cfg.idle sessions that do nothing, holds them, and closes

@@ -50,11 +50,14 @@ func batonWith(t *testing.T, opts orchestrator.Options) string {
 	return "ws" + strings.TrimPrefix(srv.URL, "http")
 }
 
-// load runs the tool with args (and -json -quiet) and returns its report.
+// load runs the tool with args (and -json -quiet), for two minutes at
+// most, and returns its report.
 func load(t *testing.T, args ...string) (Report, error) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	var out, errOut bytes.Buffer
-	err := run(t.Context(), append(args, "-json", "-quiet"), &out, &errOut)
+	err := run(ctx, append(args, "-json", "-quiet"), &out, &errOut)
 	var rep Report
 	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
 		t.Fatalf("report: %v (run: %v)\n%s\n%s", jerr, err, out.String(), errOut.String())

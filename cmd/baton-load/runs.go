@@ -42,20 +42,19 @@ func (r *runs) frame(f client.Frame) {
 			r.end(s.Run.RunID, why)
 		}
 	case wsproto.Sequenced(f.Event):
-		var m struct {
-			RunID string `json:"run_id"`
-		}
-		if json.Unmarshal(f.Metadata, &m) != nil || m.RunID == "" {
+		// Only the run id is read: the tool sees every event of the load.
+		id, _ := f.MetaString("run_id")
+		if id == "" {
 			return
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.start(m.RunID)
+		r.start(id)
 		switch f.Event {
 		case wsproto.EventFinalAnswer:
-			r.end(m.RunID, "")
+			r.end(id, "")
 		case wsproto.EventPlanCancelled, wsproto.EventPipelineCancelled:
-			r.end(m.RunID, f.Event+" "+string(f.Metadata))
+			r.end(id, f.Event+" "+string(f.Metadata))
 		}
 	}
 }

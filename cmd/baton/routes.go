@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
+	"github.com/baton-run/baton/internal/proc"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/web"
 )
@@ -60,8 +62,16 @@ func readiness(orch *orchestrator.Server, ping func(context.Context) error, log 
 	}
 }
 
-// debugRoutes is the profiling surface, served only on --debug-addr.
+// publishProcess publishes the "process" var once: expvar's registry is
+// the process's, and run may be called more than once in it (tests).
+var publishProcess sync.Once
+
+// debugRoutes is the profiling surface, served only on --debug-addr. Its
+// /debug/vars has a "process" var, {"cpu_ns", "write_syscalls"} (the
+// latter left out off Linux), which baton-load -debug-addr divides by the
+// events of a load.
 func debugRoutes() http.Handler {
+	publishProcess.Do(func() { expvar.Publish("process", expvar.Func(func() any { return proc.Read() })) })
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
