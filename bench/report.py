@@ -103,7 +103,9 @@ def main():
       "nothing the load tool does. CPU time is in clock ticks (10 ms): every load here takes "
       "the server hundreds of ms or more.")
     w("- **Write syscalls per event**: `syscw` (write, writev, …) from `/proc/PID/io`, after minus "
-      "before, divided by events: 1 means one syscall per frame, below 1 means frames are coalesced.")
+      "before, divided by events: 1 means one syscall per frame, below 1 means frames are coalesced. "
+      "What is above 1 is the handshakes and close frames of the load's sessions and, for Baton, "
+      "its log lines (two a connection, two a run).")
     w(f"- **Pinning**: {meta.get('pinning')}. A Go server pinned to one CPU runs with "
       "`GOMAXPROCS=1`; Node runs JavaScript on one thread anyway. The load tool's own CPU is "
       "reported too (`load µs/ev`): on loopback it is the bottleneck of every unpaced load, so "
@@ -139,8 +141,15 @@ def main():
       "emitting the same frames as objects built per event; `bench/socketio/load.js` drives "
       "it with `socket.io-client` as `baton-load` drives the others, checking seqs and final "
       "answers (its pacing starts runs at 20,000/74 a second).")
+    skipped = {}
     for s, why in zip(meta.get("skipped", []), meta.get("why", [])):
-        w(f"- Not measured: {s} — {why}.")
+        server, l = s.split("/")
+        skipped.setdefault((l, why), []).append(SERVERS.get(server, server))
+    for (l, why), names in skipped.items():
+        w(f"- Not measured: {LOADS.get(l, l)} against {', '.join(names)} — {why}.")
+    w("- Socket.IO's events/s and latency come from its own load tool (one Node thread, "
+      "`socket.io-client`), not from `baton-load`: compare its server CPU and syscalls per "
+      "event with the others', not its latency.")
     w("")
 
     # Targets.

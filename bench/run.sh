@@ -2,7 +2,7 @@
 # Measures Baton at system level on loopback, beside a bare coder/websocket
 # server (bench/bare, naive and pre-encoded) and Socket.IO with connection
 # state recovery (bench/socketio), and rewrites docs/performance.md.
-#   bash bench/run.sh            # about 12 minutes on a 2-core machine
+#   bash bench/run.sh            # 3 to 5 minutes on a 2-core machine
 #
 # For every load it reads the server's CPU time (utime+stime, /proc/PID/stat)
 # and write syscalls (syscw, /proc/PID/io) before and after, and divides by the
@@ -253,5 +253,11 @@ go test -run '^$' -bench 'ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|
 meta date "$(date -u +%Y-%m-%d)" nproc "$(nproc)" cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
   mem "$(free -g | awk '/Mem:/ {print $2}') GiB" go "$(go version | cut -d' ' -f3)" kernel "$(uname -r)" \
   minutes "$(( ($(date +%s) - began + 30) / 60 ))"
-python3 bench/report.py "$bin" >"$report"
+if ! python3 bench/report.py "$bin" >"$bin/report.md"; then
+  kept=$(mktemp /tmp/bench-results.XXXXXX)
+  cp "$results" "$kept"
+  echo "bench/run.sh: the report failed; $report is unchanged, the results are in $kept" >&2
+  exit 1
+fi
+mv "$bin/report.md" "$report"
 echo "wrote $report in $(( $(date +%s) - began )) s" >&2
