@@ -1,302 +1,263 @@
 #!/usr/bin/env bash
-# Measures Baton on loopback and writes docs/performance.md.
-#   bash bench/run.sh            # ~3 minutes on a 2-core machine
-# Everything targets 127.0.0.1 and ends by itself. Needs go, curl and python3.
-# Overridable: BENCH_PORT (18480) and BENCH_DEBUG_PORT (18481) for the server
-# under test, BENCH_REDIS_PORT (18482) and BENCH_PORT2 (18483) for the Redis
-# store's runs (skipped without redis-server), BENCH_OUT (docs/performance.md)
-# for the report.
+# Measures Baton at system level on loopback, beside a bare coder/websocket
+# server (bench/bare, naive and pre-encoded) and Socket.IO with connection
+# state recovery (bench/socketio), and rewrites docs/performance.md.
+#   bash bench/run.sh            # 3 to 5 minutes on a 2-core machine
+#
+# For every load it reads the server's CPU time (utime+stime, /proc/PID/stat)
+# and write syscalls (syscw, /proc/PID/io) before and after, and divides by the
+# events delivered (bench/measure.py). The server runs on one CPU and the load
+# tool on the others (taskset), when there are two or more. Each server is
+# started fresh for every repetition of every load. Everything listens on
+# 127.0.0.1 and ends by itself; every wait has a deadline.
+#
+# Needs go, curl and python3; node and npm for Socket.IO (skipped without them;
+# bench/socketio/node_modules is installed from its lockfile on first use);
+# redis-server for the Redis store's numbers (skipped without it).
+# Environment:
+#   BENCH_PORT (18480)        the server under test (Baton, bare, Socket.IO)
+#   BENCH_DEBUG_PORT (18481)  Baton's --debug-addr, for the idle sessions' heap
+#   BENCH_REDIS_PORT (18482), BENCH_PORT2 (18483)  the Redis store's runs
+#   BENCH_OUT (docs/performance.md)  the report
+#   BENCH_BATON_BIN, BENCH_LOAD_BIN  a baton and a baton-load to measure instead
+#       of building ./cmd/baton and ./cmd/baton-load (an older build, for a
+#       before/after); the bare server is always built from this tree
+#   BENCH_REPS (3)            repetitions of each comparison load
 set -euo pipefail
+# Supplied binaries are named from the caller's directory.
+baton=${BENCH_BATON_BIN:+$(realpath "$BENCH_BATON_BIN")}
+loadbin=${BENCH_LOAD_BIN:+$(realpath "$BENCH_LOAD_BIN")}
 cd "$(dirname "$0")/.."
 for tool in go curl python3; do
   command -v "$tool" >/dev/null || { echo "bench/run.sh needs $tool" >&2; exit 1; }
 done
 port=${BENCH_PORT:-18480} debug=${BENCH_DEBUG_PORT:-18481} report=${BENCH_OUT:-docs/performance.md}
-rport=${BENCH_REDIS_PORT:-18482} port2=${BENCH_PORT2:-18483}
+rport=${BENCH_REDIS_PORT:-18482} port2=${BENCH_PORT2:-18483} reps=${BENCH_REPS:-3}
+for p in $port $debug $rport $port2; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+    echo "bench/run.sh: 127.0.0.1:$p is in use; set BENCH_PORT, BENCH_DEBUG_PORT, BENCH_REDIS_PORT or BENCH_PORT2" >&2
+    exit 1
+  fi
+done
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
+began=$(date +%s)
 
 bin=$(mktemp -d)
+results=$bin/results.jsonl
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$bin"' EXIT
-go build -o "$bin/baton" ./cmd/baton
-# Every session of the load comes from one address, and the idle phase holds
-# 10,000 sessions beside those of earlier phases still alive: the connection
-# limits are off (README, Limits). The rate limit stays: the load's clients
-# must not meet it.
-limits=(--max-conns-per-ip 0 --max-sessions 0)
-go build -o "$bin/baton-load" ./cmd/baton-load
+# meta K V [K V]...: facts about this run, for the report.
+meta() { python3 -c 'import json,sys; print(json.dumps({"section": "meta", **dict(zip(sys.argv[1::2], sys.argv[2::2]))}))' "$@" >>"$results"; }
 
-"$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --debug-addr 127.0.0.1:$debug --sim-delay 0 --retry-base 5ms \
-  --log-format json 2>"$bin/baton.log" >/dev/null &
-pid=$!
-for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-url="ws://127.0.0.1:$port/ws"
+if [ -z "$baton" ]; then
+  go build -o "$bin/baton" ./cmd/baton
+  baton=$bin/baton
+  meta baton "built from this tree, $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' 2>/dev/null || echo ' with uncommitted changes')"
+else
+  meta baton "$BENCH_BATON_BIN (BENCH_BATON_BIN)"
+fi
+if [ -z "$loadbin" ]; then
+  go build -o "$bin/baton-load" ./cmd/baton-load
+  loadbin=$bin/baton-load
+  meta load "built from this tree"
+else
+  meta load "$BENCH_LOAD_BIN (BENCH_LOAD_BIN)"
+fi
+go build -o "$bin/bare" ./bench/bare
 
-load() { "$bin/baton-load" -url "$url" -quiet -json "$@"; }
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+# Every session of a load comes from one address, and the idle phase holds
+# 10,000 sessions: the connection limits are off (README, Limits), where the
+# build has them. So is the rate limit: an unpaced session sends run starts,
+# answers and acks faster than 20 frames a second, and an answer refused
+# leaves its run waiting.
+limits=() pace=0
+help=$("$baton" --help 2>&1 || true)
+grep -q -- '-max-sessions' <<<"$help" && limits=(--max-conns-per-ip 0 --max-sessions 0)
+grep -q -- '-rate-limit' <<<"$help" && limits+=(--rate-limit 0)
+grep -q -- '-pace' <<<"$("$loadbin" -h 2>&1 || true)" && pace=1
+
+# Pinning: the server on the first CPU this script may use, the load tool on
+# the others. A Go server pinned to one CPU runs with GOMAXPROCS=1.
+read -r -a cpus < <(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')
+on_server=() on_load=()
+if ! command -v taskset >/dev/null; then
+  pinning="not pinned: taskset is missing; server and load tool share the ${#cpus[@]} CPUs"
+elif [ ${#cpus[@]} -lt 2 ]; then
+  pinning="not pinned: one CPU, which server and load tool share"
+elif ! taskset -c "${cpus[0]}" true 2>/dev/null; then
+  pinning="not pinned: taskset cannot set affinity here; server and load tool share the ${#cpus[@]} CPUs"
+else
+  lcpus=$(IFS=,; echo "${cpus[*]:1}")
+  on_server=(taskset -c "${cpus[0]}") on_load=(taskset -c "$lcpus")
+  pinning="server on CPU ${cpus[0]}, load tool on CPU $lcpus (taskset)"
+fi
+echo "== $pinning" >&2
+meta pinning "$pinning" pace "$pace" reps "$reps" loadavg "$(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Socket.IO, when node and npm are there.
+sio=0
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  if [ -d bench/socketio/node_modules/socket.io ] ||
+    (cd bench/socketio && timeout 300 npm ci --no-audit --no-fund --loglevel=error >&2); then
+    sio=1
+    meta socketio "socket.io $(node -p 'require("./bench/socketio/node_modules/socket.io/package.json").version'), node $(node --version)"
+  else
+    meta socketio_skipped "npm ci in bench/socketio failed"
+  fi
+else
+  meta socketio_skipped "node or npm is missing"
+fi
+
+waithealth() { # port: true once /healthz answers, within 15 s
+  for _ in $(seq 150); do curl -fs "http://127.0.0.1:$1/healthz" >/dev/null && return 0; sleep 0.1; done
+  echo "bench/run.sh: nothing healthy on 127.0.0.1:$1 after 15 s" >&2
+  return 1
+}
+stop() { # pid...: SIGTERM, then SIGKILL after 10 s
+  kill "$@" 2>/dev/null || true
+  for _ in $(seq 100); do
+    local alive=0
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  kill -9 "$@" 2>/dev/null || true
+  wait "$@" 2>/dev/null || true
+}
+# start_baton ARGS...: a Baton on the server CPU; sets spid.
+start_baton() {
+  "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port --retry-base 5ms --log-format json "$@" \
+    2>>"$bin/baton.log" >/dev/null &
+  spid=$!
+  waithealth $port
+}
+start_server() { # baton|naive|preencoded|socketio; sets spid
+  case $1 in
+    baton) start_baton --sim-delay 0; return ;;
+    naive | preencoded) "${on_server[@]}" "$bin/bare" -addr 127.0.0.1:$port -mode "$1" 2>>"$bin/bare.log" & ;;
+    socketio) "${on_server[@]}" node bench/socketio/server.js $port 2>>"$bin/socketio.log" & ;;
+  esac
+  spid=$!
+  waithealth $port
+}
+# measure TAG... -- LOAD...: one load against $spid, its report appended to
+# the results and returned on stdout.
+measure() {
+  local tags=()
+  while [ "$1" != -- ]; do tags+=(--tag "$1"); shift; done
+  shift
+  python3 bench/measure.py --pid $spid --timeout 300 "${tags[@]}" -- "${on_load[@]}" "$@" | tee -a "$results"
+}
+say() { # the progress line of a report
+  python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %s: %d events, %.0f/s, server %.2f µs/event, %.2f writes/event, p99 %.2f ms, %d violations" % (sys.argv[1], r["events"], r["events_per_sec"], r["server_cpu_us_per_event"], r["server_syscw_per_event"], r["latency_p99_ms"], r["violation_count"]))' "$1" >&2
+}
+
+echo "== Baton, bare and Socket.IO, $reps repetitions" >&2
+servers=(baton naive preencoded)
+[ $sio = 1 ] && servers+=(socketio)
+loads=(u100 u1000 p1000)
+for rep in $(seq "$reps"); do
+  for l in "${loads[@]}"; do
+    for s in "${servers[@]}"; do
+      if [ $l = p1000 ] && [ $s != socketio ] && [ $pace = 0 ]; then
+        [ $rep = 1 ] && meta skipped "$s/$l" why "baton-load has no -pace"
+        continue
+      fi
+      case $l in
+        u100) n=100 runs=20 rate= ;;
+        u1000) n=1000 runs=2 rate= ;;
+        p1000) n=1000 runs=2 rate=20000 ;;
+      esac
+      if [ $s = socketio ]; then
+        cmd=(node bench/socketio/load.js --url "http://127.0.0.1:$port" --sessions $n --runs $runs --ramp 1000 --ack-every 50 ${rate:+--pace $rate})
+      else
+        cmd=("$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 ${rate:+-pace $rate})
+      fi
+      start_server $s
+      measure section=compare server=$s load=$l rep=$rep -- "${cmd[@]}" | say "$s $l #$rep"
+      stop $spid
+    done
+  done
+done
+
+echo "== agent loops" >&2
+start_baton --sim-delay 0 --debug-addr 127.0.0.1:$debug
+for n in 1 100 1000; do
+  runs=$(( n == 1 ? 100 : (n == 100 ? 5 : 1) ))
+  measure section=agent -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json -sessions $n -runs $runs -mix agent=1 -ramp 1s -ack-every 50 | say "$n sessions"
+done
+
+echo "== 10,000 idle sessions" >&2
 heap() { # live heap after a forced GC, in bytes
   curl -fs "http://127.0.0.1:$debug/debug/pprof/heap?gc=1" >/dev/null
   curl -fs "http://127.0.0.1:$debug/debug/vars" | python3 -c "import json,sys; print(json.load(sys.stdin)['memstats']['HeapAlloc'])"
 }
-rss() { awk '/VmRSS/ {print $2*1024}' /proc/$pid/status; }
-
-echo "== active sessions" >&2
-declare -A R
-p99s=()
-for n in 1 100 1000 1000 1000; do # 1,000 three times: its p99 swings between runs here
-  runs=$(( n == 1 ? 200 : (n == 100 ? 10 : 2) ))
-  out=$(load -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50)
-  row=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%d | %d | %d | %.0f | %.2f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['latency_max_ms'], r['violation_count']))")
-  R[$n]+="| $row |"$'\n'
-  [ "$n" = 1000 ] && p99s+=("$(echo "$row" | cut -d'|' -f6 | xargs)")
-  echo "  $n: $row" >&2
-done
-worst=$(printf '%s\n' "${p99s[@]}" | sort -g | tail -1)
-
-echo "== agent loops" >&2
-declare -A A
-for n in 1 100 1000; do
-  runs=$(( n == 1 ? 100 : (n == 100 ? 5 : 1) ))
-  out=$(load -sessions $n -runs $runs -mix agent=1 -ramp 1s -ack-every 50)
-  row=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('%d | %d | %d | %.0f | %.2f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['latency_max_ms'], r['violation_count']))")
-  A[$n]="| $row |"$'\n'
-  echo "  $n: $row" >&2
-done
-
-echo "== 10,000 idle sessions" >&2
-h0=$(heap); r0=$(rss)
-"$bin/baton-load" -url "$url" -idle 10000 -hold 60s >"$bin/idle.out" &
+rss() { awk '/VmRSS/ {print $2*1024}' /proc/$spid/status; }
+h0=$(heap) r0=$(rss)
+"${on_load[@]}" "$loadbin" -url "ws://127.0.0.1:$port/ws" -idle 10000 -hold 60s >"$bin/idle.out" &
 idlepid=$!
 for _ in $(seq 600); do grep -q connected "$bin/idle.out" 2>/dev/null && break; sleep 0.2; done
 sleep 1 # let the last handshakes' garbage become collectable
-h1=$(heap); r1=$(rss)
-conns=$(curl -fs "http://127.0.0.1:$port/healthz" | field connections)
-kill $idlepid 2>/dev/null; wait $idlepid 2>/dev/null || true
-idle_heap=$(( (h1 - h0) / 10000 )); idle_rss=$(( (r1 - r0) / 10000 ))
-echo "  $conns connections: heap $idle_heap B/session, RSS $idle_rss B/session" >&2
-
-kill $pid; wait $pid 2>/dev/null || true
+h1=$(heap) r1=$(rss)
+conns=$(curl -fs "http://127.0.0.1:$port/healthz" | python3 -c "import json,sys; print(json.load(sys.stdin)['connections'])")
+stop $idlepid
+meta idle_connections "$conns" idle_heap "$(( (h1 - h0) / 10000 ))" idle_rss "$(( (r1 - r0) / 10000 ))"
+echo "  $conns connections: heap $(( (h1 - h0) / 10000 )) B/session" >&2
+stop $spid
 
 echo "== resume under drops" >&2
-declare -A D
 for ring in 1000 16; do # the default ring, then one too small for what a session misses while down
-  "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --buffer-size $ring \
-    --log-format json 2>>"$bin/baton.log" >/dev/null &
-  dpid=$!
-  for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
-  out=$(load -sessions 200 -runs 5 -drop-rate 120 -ack-every 20)
-  row=$(echo "$out" | python3 -c "import json,sys; r=json.load(sys.stdin); print('$ring | %d | %d | %d | %d | %d | %d | %d | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['drops'], r['resumes'], r['resyncs'], r['duplicates_dropped'], r['latency_p99_ms'], r['violation_count']))")
-  D[$ring]="| $row |"$'\n'
-  echo "  ring $ring: $row" >&2
-  kill $dpid; wait $dpid 2>/dev/null || true
+  start_baton --sim-delay 20ms --buffer-size $ring
+  measure section=drops ring=$ring -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json -sessions 200 -runs 5 -drop-rate 120 -ack-every 20 | say "ring $ring"
+  stop $spid
 done
 
 echo "== the Redis store" >&2
-declare -A S
-row() { python3 -c "import json,sys; r=json.load(sys.stdin); print('$1 | %d | %d | %d | %.0f | %.2f | %.2f | %d' % (r['sessions'], r['runs'], r['events'], r['events_per_sec'], r['latency_p50_ms'], r['latency_p99_ms'], r['violation_count']))"; }
-waithealth() { for _ in $(seq 100); do curl -fs "http://127.0.0.1:$1/healthz" >/dev/null && return; sleep 0.1; done; }
 if command -v redis-server >/dev/null; then
   mkdir -p "$bin/redis"
-  redis-server --port $rport --bind 127.0.0.1 --save "" --appendonly no --dir "$bin/redis" >"$bin/redis.log" 2>&1 &
+  # redis-server runs beside the load tool, off the server's CPU.
+  "${on_load[@]}" redis-server --port $rport --bind 127.0.0.1 --save "" --appendonly no --dir "$bin/redis" >"$bin/redis.log" 2>&1 &
   rpid=$!
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$rport) 2>/dev/null && break; sleep 0.1; done
   redis="redis://127.0.0.1:$rport/0"
   for store in memory redis; do
     extra=(); [ $store = redis ] && extra=(--store redis --redis-url "$redis")
-    "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --sim-delay 0 --retry-base 5ms "${extra[@]}" --log-format json 2>>"$bin/baton.log" >/dev/null &
-    spid=$!; waithealth $port
     for n in 100 1000; do
-      runs=$(( n == 100 ? 10 : 2 ))
-      S[$store$n]="| $(load -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 | row "$store") |"$'\n'
-      echo "  $store $n: ${S[$store$n]}" >&2
+      runs=$(( n == 100 ? 20 : 2 ))
+      start_baton --sim-delay 0 "${extra[@]}"
+      measure section=redis store=$store -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 | say "$store $n"
+      stop $spid
     done
-    kill $spid; wait $spid 2>/dev/null || true
   done
   # Two nodes on one Redis, every drop resumed on the other node.
-  "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
-  apid=$!
-  "$bin/baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" --log-format json 2>>"$bin/baton.log" >/dev/null &
+  start_baton --sim-delay 20ms --store redis --redis-url "$redis"
+  apid=$spid
+  "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" \
+    --log-format json 2>>"$bin/baton.log" >/dev/null &
   bpid=$!
-  waithealth $port; waithealth $port2
-  two=$("$bin/baton-load" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \
-    -sessions 200 -runs 5 -drop-rate 120 -ack-every 20 | python3 -c "import json,sys; r=json.load(sys.stdin); print('| %d | %d | %d | %d | %d | %d | %d | %.2f | %d |' % (r['sessions'], r['runs'], r['events'], r['drops'], r['resumes'], r['resyncs'], r['duplicates_dropped'], r['latency_p99_ms'], r['violation_count']))")
-  echo "  two nodes: $two" >&2
-  kill $apid $bpid; wait $apid $bpid 2>/dev/null || true
-  redisbench=$(go test -run '^$' -bench 'OpenRing1000|Writer' -benchmem -count 1 ./redisstore/ | grep -E '^Benchmark')
-  echo "$redisbench" >&2
-  kill $rpid; wait $rpid 2>/dev/null || true
-  rate() { echo "${S[$1]}" | cut -d'|' -f6 | xargs; }
-  p99() { echo "${S[$1]}" | cut -d'|' -f8 | xargs; }
-  rate_pct=$(python3 -c "print('%.0f' % (100*$(rate redis100)/$(rate memory100)))")
-  p99_x=$(python3 -c "print('%.2f' % ($(p99 redis1000)/$(p99 memory1000)))")
-  open_ms=$(python3 -c "print('%.2f' % ($(echo "$redisbench" | awk '$1 ~ /^BenchmarkOpenRing1000-/ {print $3}')/1e6))")
+  waithealth $port2
+  measure section=twonode -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \
+    -sessions 200 -runs 5 -drop-rate 120 -ack-every 20 | say "two nodes (server: the first)"
+  stop $apid $bpid
+  go test -run '^$' -bench 'OpenRing1000|Writer' -benchmem -count 1 ./redisstore/ | grep -E '^Benchmark' >"$bin/redisbench.txt" || true
+  stop $rpid
 else
   echo "  redis-server is missing: not measured" >&2
-  rate_pct=0 p99_x=0 open_ms=0 two="| not measured: no redis-server |" redisbench="not measured: no redis-server"
+  meta redis_skipped "redis-server is missing"
 fi
 
-echo "== go benchmarks" >&2
-jsbench=$(node web/testdata/bench.mjs 2>&1 || echo "node is missing: not measured")
-gobench=$(go test -run '^$' -bench 'EventPath|BareWebSocket|ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound|Event$|EventParallel' \
-  -benchmem -count 1 ./orchestrator/ ./buffer/ ./wsproto/ ./solver/ ./metrics/ | grep -E '^Benchmark')
-echo "$gobench" >&2
-ns() { echo "$gobench" | awk -v b="$1" '$1 ~ "^"b"-" {print $3}'; }
-ratio=$(python3 -c "print('%.0f' % (100*$(ns BenchmarkBareWebSocket)/$(ns BenchmarkEventPathWebSocket)))")
-resume_server=$(python3 -c "print('%.3f' % ($(ns BenchmarkResumeFullRingServer)/1e6))")
-resume_e2e=$(python3 -c "print('%.2f' % ($(ns BenchmarkResumeFullRingEndToEnd)/1e6))")
+echo "== the JavaScript client and go benchmarks" >&2
+node web/testdata/bench.mjs >"$bin/jsbench.txt" 2>&1 || echo "node is missing: not measured" >"$bin/jsbench.txt"
+go test -run '^$' -bench 'ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound|Event$|EventParallel' \
+  -benchmem -count 1 ./orchestrator/ ./buffer/ ./wsproto/ ./solver/ ./metrics/ | grep -E '^Benchmark' >"$bin/gobench.txt" || true
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
-cat >"$report" <<MD
-# Performance
-
-Measured by \`bash bench/run.sh\` on $(date -u +%Y-%m-%d): $(nproc) cores ($cpu),
-$(free -g | awk '/Mem:/ {print $2}') GiB, $(go version | cut -d' ' -f3), Linux $(uname -r).
-Server and load generator share the same $(nproc) cores over loopback, so every number
-here includes the load tool's own cost, and latency under load moves a lot between runs
-(at 1,000 unpaced sessions the p99 is the backlog — events queued while server and load
-tool share the CPU — and ranges over hundreds of ms between runs; since the agent loop a
-\`tasks=1\` run is 74 events, not 28). Numbers, not assertions: nothing in the test suite
-times anything.
-
-## Targets
-
-| target | result | |
-|---|---|---|
-| event path ≥ 60 % of the bare WebSocket ceiling | **${ratio} %** | $( [ "$ratio" -ge 60 ] && echo met || echo missed) |
-| ≥ 10,000 idle sessions at ≤ 32 KiB heap each | **$conns** sessions, **$(( idle_heap / 1024 )) KiB** heap each | $( [ "$conns" -ge 10000 ] && [ "$idle_heap" -le 32768 ] && echo met || echo missed) |
-| p99 delivery latency ≤ 25 ms at 1,000 active sessions | **${p99s[*]} ms** in three runs; worst $worst | $(python3 -c "print('met' if float('$worst') <= 25 else 'missed (judged by the worst run)')") |
-| full-ring replay ≤ 2 ms server time | **${resume_server} ms** (end to end ${resume_e2e} ms) | $(python3 -c "print('met' if $resume_server <= 2 else 'missed')") |
-| \`--store redis\`: events/s ≥ 50 % of memory's at 100 sessions | **${rate_pct} %** | $(python3 -c "print('met' if $rate_pct >= 50 else 'missed')") |
-| \`--store redis\`: p99 at 1,000 sessions ≤ 2× memory's | **${p99_x}×** | $(python3 -c "print('met' if 0 < $p99_x <= 2 else 'missed')") |
-| \`--store redis\`: a resume replaying 1,000 events from another node ≤ 5 ms server time | **$(python3 -c "print('%.2f' % ($open_ms + $resume_server))") ms** (store read ${open_ms} ms + ${resume_server} ms) | $(python3 -c "print('met' if 0 < $open_ms + $resume_server <= 5 else 'missed')") |
-
-## Active sessions (\`--sim-delay 0\`, \`baton-load -mix tasks=1\`)
-
-Each run is four client-supplied tasks (a diamond), 74 events with their todo lists and tool events; sessions ack every 50.
-Latency is server timestamp → client receipt of live events.
-
-| sessions | runs | events | events/s | p50 ms | p99 ms | max ms | violations |
-|---|---|---|---|---|---|---|---|
-${R[1]}${R[100]}${R[1000]}
-
-## Agent loops (\`--sim-delay 0\`, \`baton-load -mix agent=1\`)
-
-Each run is three tasks whose agent loops write and complete todo lists, one asking the
-user (\`ask_user\`, answered by the load tool through an \`input_request\`) and one making
-a failing tool call; about 60 events a run, half of them tool and todo events.
-
-| sessions | runs | events | events/s | p50 ms | p99 ms | max ms | violations |
-|---|---|---|---|---|---|---|---|
-${A[1]}${A[100]}${A[1000]}
-\`AgentRound\` below is the loop's own cost per round (prompt, budget, one tool call with its
-events and todo tracking), with a model and a tool that take no time.
-
-## Resume under drops (\`--sim-delay 20ms\`, \`baton-load -drop-rate 120\`)
-
-The README's load: 200 sessions of 5 runs of every kind (\`-mix\` default), each session's
-connection killed at random twice a minute; acks every 20. First with the default ring,
-where a resume is a replay, then with a 16-entry ring, where most resumes find events gone
-and are answered with a snapshot (resync). The tool counts an event delivered twice as a
-violation, and starts and ends runs from snapshots as from events.
-
-| ring | sessions | runs | events | drops | resumes | resyncs | duplicates | p99 ms | violations |
-|---|---|---|---|---|---|---|---|---|---|
-${D[1000]}${D[16]}
-## The Redis store (\`--store redis\`, a local \`redis-server\`)
-
-The same load as *Active sessions* (\`--sim-delay 0\`, \`-mix tasks=1\`), against one Baton
-with each store, in the same run of this script. With Redis, every event is appended to
-the session's stream (batched: one round trip carries every session's pending events) and
-reaches the client only once Redis holds it.
-
-| store | sessions | runs | events | events/s | p50 ms | p99 ms | violations |
-|---|---|---|---|---|---|---|---|
-${S[memory100]}${S[redis100]}${S[memory1000]}${S[redis1000]}
-Not a target but worth saying: with Redis the p50 and p99 at 100 sessions are several times
-the memory store's. This load is unpaced, so latency is backlog, and with Redis each event
-costs the server more CPU. A transition's event carries a checkpoint of the whole session
-state (\`EmitCheckpointed\` below: about 5 µs for a 1-task state, 19 µs for 10 tasks, under
-the session lock). The writer's round trip adds its own CPU, and redis-server shares the
-same two cores. A checkpoint that re-encoded only what changed would cut the first.
-
-Two Batons on one Redis, 200 sessions of 5 runs of every kind (\`--sim-delay 20ms\`), each
-connection killed twice a minute and resumed on **the other** node, which replays from
-Redis, tails the stream and forwards the client's commands to the owner:
-
-| sessions | runs | events | drops | resumes | resyncs | duplicates | p99 ms | violations |
-|---|---|---|---|---|---|---|---|---|
-$two
-
-\`\`\`text
-$redisbench
-\`\`\`
-
-- \`OpenRing1000\`: what a node that does not hold a session reads to answer a resume
-  replaying a full ring: the session's hash and 1,000 events in one round trip, rebuilt
-  into a ring. Add \`ResumeFullRingServer\` below for the whole server time of the resume.
-- \`Writer\`: appends made durable per second through the store's one writer, with a unit
-  per append; \`window=1\` waits for each event to be durable before the next.
-
-## Idle sessions
-
-$conns connected idle sessions: **$idle_heap B** of live heap and **$idle_rss B** of RSS per
-session on the server (heap after a forced GC, before and after connecting them).
-
-## The JavaScript client (\`node web/testdata/bench.mjs\`)
-
-\`\`\`text
-$jsbench
-\`\`\`
-
-Per event the client hashes one chain link and folds the event: tens of µs, invisible
-beside the network. SubtleCrypto's digest is asynchronous, and its promise costs more than
-the hash itself in Node; the client still prefers it where it exists, as the contract asks.
-
-## Micro-benchmarks (\`go test -bench\`)
-
-\`\`\`text
-$gobench
-\`\`\`
-
-- \`EventPathWebSocket\` vs \`BareWebSocket\`: one event through Baton (id, encoding, ring,
-  state, queue, writer) vs the same pre-encoded frame written in a loop by a bare
-  coder/websocket server; both read by a client over loopback. Ratio above; since the
-  per-batch deadline both are bound by the same reader, so the ratio sits near 100 % and
-  moves ±15 % between runs.
-- \`ResumeFullRingServer\`: lookup, token check, ring read, attach and enqueue of 1,000
-  replayed frames; \`ResumeFullRingEndToEnd\` adds the dial, the handshake and reading all
-  1,001 frames on the client.
-
-## What the profile shows, and what changed
-
-A CPU profile of the server (\`--debug-addr\`, \`/debug/pprof/profile\`) during a
-1,000-session run showed the server using about 40 % of one core while the load generator
-took the rest of the machine: at 1,000 sessions on 2 shared cores the p99 is mostly the two
-processes queueing for CPU, not Baton's event path, which is why it swings between runs. Inside the server, 41 % of its
-time was \`coder/websocket.(*Conn).writeFrame\` (one write syscall per frame), 23 % the
-emit path (UUID v7, envelope encoding, ring append with SHA-256, state fold), and about 8 %
-a \`context.WithTimeout\` made for every frame written.
-
-- Before: the writer made one deadline context per frame — \`EventPathWebSocket\`
-  8,433 ns/op and 18 allocs/op (67 % of the ceiling). After: one deadline per batch of
-  queued frames — 11 allocs/op and 6.1–7.4 µs/op over three runs (the ratio above).
-- Then the frame was encoded into a fresh 256-byte buffer that grew for most events (two
-  allocations, slack kept in the ring); now it is encoded into a per-session scratch buffer
-  and copied out at its exact size: \`Emit\` 1,716 → 1,450 ns/op, 6 → 5 allocs, 1,088 → 704 B.
-- Allocations per event on the hot path now: \`Emit\` 5 — the event id string, the
-  metadata's \`json.Marshal\` and its result, the exact-size frame, the encode closure —
-  plus the queue slot's amortised growth and the writer's per-batch context.
-- Metrics (\`/metrics\`, package \`metrics\`): every event also increments a Prometheus counter
-  resolved at start — one read-only map lookup and one atomic add, \`BenchmarkEvent\` 12 ns
-  and 0 allocs (18 ns from both cores at once on one counter) — and the orchestrator's
-  benchmarks run with it, as cmd/baton does; ring fill is sampled at scrape, off the event
-  path. Interleaved runs of the code before, with the Observer off and on (10 each, medians,
-  benchstat): \`Emit\` 1.45 / 1.26 / 1.46 µs and \`EventPathWebSocket\` 3.60 / 3.60 / 3.76 µs
-  — a spread of ±16–44 % between runs and no difference significant (p ≥ 0.06); allocations
-  unchanged (5 and 10 per event). With one CPU (\`-cpu 1\`) likewise: \`Emit\` 1.48 / 1.49 /
-  1.48 µs.
-- Left for later, measured not guessed: writes are one syscall per frame because
-  coder/websocket flushes each message; coalescing them would need a writer below its API.
-  A p99 at 1,000 sessions should be re-measured with the load generator on another
-  machine before optimising further.
-MD
-echo "wrote $report" >&2
+meta date "$(date -u +%Y-%m-%d)" nproc "$(nproc)" cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+  mem "$(free -g | awk '/Mem:/ {print $2}') GiB" go "$(go version | cut -d' ' -f3)" kernel "$(uname -r)" \
+  minutes "$(( ($(date +%s) - began + 30) / 60 ))"
+if ! python3 bench/report.py "$bin" >"$bin/report.md"; then
+  kept=$(mktemp /tmp/bench-results.XXXXXX)
+  cp "$results" "$kept"
+  echo "bench/run.sh: the report failed; $report is unchanged, the results are in $kept" >&2
+  exit 1
+fi
+mv "$bin/report.md" "$report"
+echo "wrote $report in $(( $(date +%s) - began )) s" >&2
