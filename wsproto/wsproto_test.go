@@ -200,17 +200,6 @@ func TestAppendFrame(t *testing.T) {
 	}
 }
 
-func BenchmarkAppendFrame(b *testing.B) {
-	f := wsproto.Frame{Event: wsproto.EventSolverProgress, EventID: "0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Seq: 1234,
-		SessionID: "sess_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Timestamp: time.Now(), Content: "Working through it",
-		Metadata: &wsproto.SolverProgress{RunID: "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", TaskID: "t2", Attempt: 1, Progress: 0.66, Message: "Working through it"}}
-	buf := make([]byte, 0, 512)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf, _ = wsproto.AppendFrame(buf[:0], f)
-	}
-}
-
 func TestStateReducer(t *testing.T) {
 	var s wsproto.State
 	phases := []string{}
