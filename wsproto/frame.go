@@ -73,8 +73,9 @@ func appendFrame(dst []byte, f Frame, meta []byte) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s as a JSON string, escaping as encoding/json does
-// (control characters, quotes, backslashes, <, >, &, U+2028, U+2029) and
-// replacing invalid UTF-8 with U+FFFD.
+// (control characters, \b and \f included since Go 1.22, quotes,
+// backslashes, <, >, &, U+2028, U+2029) and replacing invalid UTF-8 with
+// U+FFFD.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
@@ -89,6 +90,10 @@ func appendString(dst []byte, s string) []byte {
 			switch b {
 			case '"', '\\':
 				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			case '\n':
 				dst = append(dst, '\\', 'n')
 			case '\r':

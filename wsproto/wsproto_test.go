@@ -158,7 +158,7 @@ func TestValidateTasks(t *testing.T) {
 
 func TestAppendFrame(t *testing.T) {
 	ts := time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
-	tricky := "quote\" back\\ ctl\x01\n<b>&amp; \u2028\u2029 bad\xff ok é"
+	tricky := "quote\" back\\ ctl\x01\b\f\n<b>&amp; \u2028\u2029 bad\xff ok é"
 	tests := []struct {
 		name  string
 		frame wsproto.Frame
