@@ -224,12 +224,13 @@ func (sess *session) frame(event, stepID, content string, meta any) []byte {
 
 // encodeFrame encodes an unsequenced frame of a session.
 func encodeFrame(log *slog.Logger, sessionID, event, stepID, content string, meta any) []byte {
+	now := time.Now()
 	f := wsproto.Frame{
 		Event:     event,
-		EventID:   newEventID(),
+		EventID:   newEventID(now),
 		SessionID: sessionID,
 		StepID:    stepID,
-		Timestamp: time.Now(),
+		Timestamp: now,
 		Content:   content,
 		Metadata:  meta,
 	}
@@ -241,14 +242,6 @@ func encodeFrame(log *slog.Logger, sessionID, event, stepID, content string, met
 		b, _ = wsproto.AppendFrame(nil, f)
 	}
 	return b
-}
-
-func newEventID() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.NewString()
-	}
-	return id.String()
 }
 
 // emit appends a sequenced event to the ring, folds it into the state and
@@ -263,8 +256,8 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	if sess.closed || sess.ctx.Err() != nil {
 		return // freed, or being freed: a run winding down has no one to tell
 	}
-	id := newEventID()
 	now := time.Now()
+	id := newEventID(now)
 	e, err := sess.ring.Append(sess.ctx, id, func(seq uint64) ([]byte, error) {
 		f := wsproto.Frame{
 			Event:     event,
