@@ -60,6 +60,11 @@ type session struct {
 	// scratch is where events are encoded before being copied out at their
 	// exact size: one allocation per event, and no slack kept in the ring.
 	scratch []byte
+	// next is the event emitLocked is appending, which encodeNext (the
+	// ring's encode callback, bound once in encoder) encodes: a closure
+	// per event would cost an allocation per event.
+	next    wsproto.Frame
+	encoder func(seq uint64) ([]byte, error)
 	// cut is set by an append whose frame was cut to fit MaxFrameBytes:
 	// the frame as sent, whose metadata the state must fold in.
 	cut *wsproto.Frame
@@ -258,29 +263,20 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	}
 	now := time.Now()
 	id := newEventID(now)
-	e, err := sess.ring.Append(sess.ctx, id, func(seq uint64) ([]byte, error) {
-		f := wsproto.Frame{
-			Event:     event,
-			EventID:   id,
-			Seq:       seq,
-			SessionID: sess.id,
-			StepID:    stepID,
-			Timestamp: now,
-			Content:   content,
-			Metadata:  meta,
-		}
-		b, err := wsproto.AppendFrame(sess.scratch[:0], f)
-		if err != nil {
-			return nil, err
-		}
-		if limit := sess.srv.opts.MaxFrameBytes; limit > 0 && len(b) > limit {
-			return sess.fitLocked(f)
-		}
-		if cap(b) <= 4096 { // keep an ordinary-sized buffer; let a rare big one go
-			sess.scratch = b
-		}
-		return append([]byte(nil), b...), nil
-	})
+	sess.next = wsproto.Frame{
+		Event:     event,
+		EventID:   id,
+		SessionID: sess.id,
+		StepID:    stepID,
+		Timestamp: now,
+		Content:   content,
+		Metadata:  meta,
+	}
+	if sess.encoder == nil {
+		sess.encoder = sess.encodeNext
+	}
+	e, err := sess.ring.Append(sess.ctx, id, sess.encoder)
+	sess.next = wsproto.Frame{} // keeps no metadata alive
 	applied := meta
 	if sess.cut != nil {
 		applied, sess.cut = sess.cut.Metadata, nil // clients see the cut texts: so does the state
@@ -300,6 +296,25 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	if sess.conn != nil {
 		sess.conn.send(e.Data)
 	}
+}
+
+// encodeNext encodes sess.next as seq, for the ring: into scratch, then
+// copied out at its exact size (the ring keeps it), or cut to fit
+// MaxFrameBytes.
+func (sess *session) encodeNext(seq uint64) ([]byte, error) {
+	f := sess.next
+	f.Seq = seq
+	b, err := wsproto.AppendFrame(sess.scratch[:0], f)
+	if err != nil {
+		return nil, err
+	}
+	if limit := sess.srv.opts.MaxFrameBytes; limit > 0 && len(b) > limit {
+		return sess.fitLocked(f)
+	}
+	if cap(b) <= 4096 { // keep an ordinary-sized buffer; let a rare big one go
+		sess.scratch = b
+	}
+	return append([]byte(nil), b...), nil
 }
 
 // closeConfirmLocked forgets an open confirmation: its step_id is no longer
