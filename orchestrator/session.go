@@ -60,6 +60,11 @@ type session struct {
 	// scratch is where events are encoded before being copied out at their
 	// exact size: one allocation per event, and no slack kept in the ring.
 	scratch []byte
+	// next is the event emitLocked is appending, which encodeNext (the
+	// ring's encode callback, bound once in encoder) encodes: a closure
+	// per event would cost an allocation per event.
+	next    wsproto.Frame
+	encoder func(seq uint64) ([]byte, error)
 	// cut is set by an append whose frame was cut to fit MaxFrameBytes:
 	// the frame as sent, whose metadata the state must fold in.
 	cut *wsproto.Frame
@@ -224,12 +229,13 @@ func (sess *session) frame(event, stepID, content string, meta any) []byte {
 
 // encodeFrame encodes an unsequenced frame of a session.
 func encodeFrame(log *slog.Logger, sessionID, event, stepID, content string, meta any) []byte {
+	now := time.Now()
 	f := wsproto.Frame{
 		Event:     event,
-		EventID:   newEventID(),
+		EventID:   newEventID(now),
 		SessionID: sessionID,
 		StepID:    stepID,
-		Timestamp: time.Now(),
+		Timestamp: now,
 		Content:   content,
 		Metadata:  meta,
 	}
@@ -241,14 +247,6 @@ func encodeFrame(log *slog.Logger, sessionID, event, stepID, content string, met
 		b, _ = wsproto.AppendFrame(nil, f)
 	}
 	return b
-}
-
-func newEventID() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.NewString()
-	}
-	return id.String()
 }
 
 // emit appends a sequenced event to the ring, folds it into the state and
@@ -263,31 +261,22 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	if sess.closed || sess.ctx.Err() != nil {
 		return // freed, or being freed: a run winding down has no one to tell
 	}
-	id := newEventID()
 	now := time.Now()
-	e, err := sess.ring.Append(sess.ctx, id, func(seq uint64) ([]byte, error) {
-		f := wsproto.Frame{
-			Event:     event,
-			EventID:   id,
-			Seq:       seq,
-			SessionID: sess.id,
-			StepID:    stepID,
-			Timestamp: now,
-			Content:   content,
-			Metadata:  meta,
-		}
-		b, err := wsproto.AppendFrame(sess.scratch[:0], f)
-		if err != nil {
-			return nil, err
-		}
-		if limit := sess.srv.opts.MaxFrameBytes; limit > 0 && len(b) > limit {
-			return sess.fitLocked(f)
-		}
-		if cap(b) <= 4096 { // keep an ordinary-sized buffer; let a rare big one go
-			sess.scratch = b
-		}
-		return append([]byte(nil), b...), nil
-	})
+	id := newEventID(now)
+	sess.next = wsproto.Frame{
+		Event:     event,
+		EventID:   id,
+		SessionID: sess.id,
+		StepID:    stepID,
+		Timestamp: now,
+		Content:   content,
+		Metadata:  meta,
+	}
+	if sess.encoder == nil {
+		sess.encoder = sess.encodeNext
+	}
+	e, err := sess.ring.Append(sess.ctx, id, sess.encoder)
+	sess.next = wsproto.Frame{} // keeps no metadata alive
 	applied := meta
 	if sess.cut != nil {
 		applied, sess.cut = sess.cut.Metadata, nil // clients see the cut texts: so does the state
@@ -307,6 +296,25 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	if sess.conn != nil {
 		sess.conn.send(e.Data)
 	}
+}
+
+// encodeNext encodes sess.next as seq, for the ring: into scratch, then
+// copied out at its exact size (the ring keeps it), or cut to fit
+// MaxFrameBytes.
+func (sess *session) encodeNext(seq uint64) ([]byte, error) {
+	f := sess.next
+	f.Seq = seq
+	b, err := wsproto.AppendFrame(sess.scratch[:0], f)
+	if err != nil {
+		return nil, err
+	}
+	if limit := sess.srv.opts.MaxFrameBytes; limit > 0 && len(b) > limit {
+		return sess.fitLocked(f)
+	}
+	if cap(b) <= 4096 { // keep an ordinary-sized buffer; let a rare big one go
+		sess.scratch = b
+	}
+	return append([]byte(nil), b...), nil
 }
 
 // closeConfirmLocked forgets an open confirmation: its step_id is no longer

@@ -87,7 +87,7 @@ func BenchmarkEventPathWebSocket(b *testing.B) {
 // BenchmarkBareWebSocket: the ceiling — the same frame, pre-encoded, written
 // by a bare coder/websocket server in a loop to the same kind of reader.
 func BenchmarkBareWebSocket(b *testing.B) {
-	frame, _ := wsproto.AppendFrame(nil, wsproto.Frame{Event: wsproto.EventSolverProgress, EventID: newEventID(), Seq: 1234,
+	frame, _ := wsproto.AppendFrame(nil, wsproto.Frame{Event: wsproto.EventSolverProgress, EventID: newEventID(time.Now()), Seq: 1234,
 		SessionID: "sess_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Timestamp: time.Now(), Content: "Working through it", Metadata: progressMeta})
 	n := make(chan int, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

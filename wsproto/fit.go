@@ -197,7 +197,7 @@ func encodedRuneLen(r rune, rest string) int {
 		switch {
 		case b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&':
 			return 1
-		case b == '"' || b == '\\' || b == '\n' || b == '\r' || b == '\t':
+		case b == '"' || b == '\\' || b == '\b' || b == '\f' || b == '\n' || b == '\r' || b == '\t':
 			return 2
 		}
 		return 6

@@ -158,7 +158,7 @@ func TestValidateTasks(t *testing.T) {
 
 func TestAppendFrame(t *testing.T) {
 	ts := time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
-	tricky := "quote\" back\\ ctl\x01\n<b>&amp; \u2028\u2029 bad\xff ok é"
+	tricky := "quote\" back\\ ctl\x01\b\f\n<b>&amp; \u2028\u2029 bad\xff ok é"
 	tests := []struct {
 		name  string
 		frame wsproto.Frame
@@ -197,17 +197,6 @@ func TestAppendFrame(t *testing.T) {
 	}
 	if _, err := wsproto.AppendFrame(nil, wsproto.Frame{Event: "x", Metadata: []int{1}}); err == nil {
 		t.Error("non-object metadata accepted")
-	}
-}
-
-func BenchmarkAppendFrame(b *testing.B) {
-	f := wsproto.Frame{Event: wsproto.EventSolverProgress, EventID: "0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Seq: 1234,
-		SessionID: "sess_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", Timestamp: time.Now(), Content: "Working through it",
-		Metadata: &wsproto.SolverProgress{RunID: "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", TaskID: "t2", Attempt: 1, Progress: 0.66, Message: "Working through it"}}
-	buf := make([]byte, 0, 512)
-	b.ReportAllocs()
-	for b.Loop() {
-		buf, _ = wsproto.AppendFrame(buf[:0], f)
 	}
 }
 
