@@ -28,8 +28,8 @@ type batchConn struct {
 	buf     *[]byte // what a batch gathered; from batchBufs while holding
 }
 
-// batchBufs lends batch buffers: an idle connection holds none.
-var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+// batchBufs lends batch buffers to writers: an idle connection holds none.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // maxKeptBatch is the largest buffer given back to batchBufs; one grown by
 // a rare big batch is left to the collector.
@@ -45,25 +45,31 @@ func (b *batchConn) hold() {
 	b.mu.Unlock()
 }
 
-// release stops gathering and writes what was gathered in one write.
+// release stops gathering and writes what was gathered in one write. The
+// buffer stays for the next batch, until idle.
 func (b *batchConn) release() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.holding = false
-	buf := b.buf
-	if buf == nil {
+	if b.buf == nil || len(*b.buf) == 0 {
 		return nil
 	}
-	b.buf = nil
-	var err error
-	if len(*buf) > 0 {
-		_, err = b.writeLocked(*buf)
-	}
-	if cap(*buf) <= maxKeptBatch {
-		*buf = (*buf)[:0]
-		batchBufs.Put(buf)
-	}
+	_, err := b.writeLocked(*b.buf)
+	*b.buf = (*b.buf)[:0]
 	return err
+}
+
+// idle gives the buffer back: the writer has nothing more to write.
+func (b *batchConn) idle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf == nil || b.holding {
+		return
+	}
+	if cap(*b.buf) <= maxKeptBatch {
+		batchBufs.Put(b.buf)
+	}
+	b.buf = nil
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {

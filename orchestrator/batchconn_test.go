@@ -68,8 +68,9 @@ func TestBatchConnWrites(t *testing.T) {
 			if strings.Join(rc.writes, "|") != strings.Join(tt.want, "|") {
 				t.Fatalf("writes %q, want %q", rc.writes, tt.want)
 			}
+			bc.idle()
 			if bc.buf != nil {
-				t.Fatal("a released batchConn still holds a buffer")
+				t.Fatal("an idle batchConn still holds a buffer")
 			}
 		})
 	}

@@ -194,6 +194,7 @@ func (c *conn) writeLoop() {
 			c.writing = false
 			c.spare = batch
 			c.mu.Unlock()
+			c.bc.idle()
 			return
 		}
 		c.mu.Unlock()
