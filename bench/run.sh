@@ -23,9 +23,14 @@
 #       of building ./cmd/baton and ./cmd/baton-load (an older build, for a
 #       before/after); the bare server is always built from this tree
 #   BENCH_REPS (3)            repetitions of each comparison load
+#   BENCH_KEEP                a file to keep this run's raw results in
+#   BENCH_BEFORE              an earlier run's kept results: the report sets
+#       Baton's figures beside them (before/after)
 set -euo pipefail
 # Supplied binaries are named from the caller's directory.
 baton=${BENCH_BATON_BIN:+$(realpath "$BENCH_BATON_BIN")}
+[ -n "${BENCH_BEFORE:-}" ] && export BENCH_BEFORE=$(realpath "$BENCH_BEFORE")
+[ -n "${BENCH_KEEP:-}" ] && BENCH_KEEP=$(realpath -m "$BENCH_KEEP")
 loadbin=${BENCH_LOAD_BIN:+$(realpath "$BENCH_LOAD_BIN")}
 cd "$(dirname "$0")/.."
 for tool in go curl python3; do
@@ -260,4 +265,5 @@ if ! python3 bench/report.py "$bin" >"$bin/report.md"; then
   exit 1
 fi
 mv "$bin/report.md" "$report"
+[ -n "${BENCH_KEEP:-}" ] && cp "$results" "$BENCH_KEEP"
 echo "wrote $report in $(( $(date +%s) - began )) s" >&2
