@@ -31,8 +31,10 @@ type batchConn struct {
 // batchBufs lends batch buffers to writers: an idle connection holds none.
 var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
-// maxKeptBatch is the largest buffer given back to batchBufs; one grown by
-// a rare big batch is left to the collector.
+// maxKeptBatch is the most a batch gathers before it writes what it has:
+// a big replay takes a write per 256 KiB, not a copy of itself. It is also
+// the largest buffer given back to batchBufs; one grown by a single frame
+// larger than that is left to the collector.
 const maxKeptBatch = 256 << 10
 
 // hold starts gathering writes.
@@ -76,6 +78,12 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.holding {
+		if n := len(*b.buf); n > 0 && n+len(p) > maxKeptBatch { // a big batch leaves in parts
+			if _, err := b.writeLocked(*b.buf); err != nil {
+				return 0, err
+			}
+			*b.buf = (*b.buf)[:0]
+		}
 		*b.buf = append(*b.buf, p...)
 		return len(p), nil
 	}

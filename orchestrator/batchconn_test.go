@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ func (r *recordConn) Write(p []byte) (int, error) {
 func (r *recordConn) SetWriteDeadline(time.Time) error { return nil }
 
 func TestBatchConnWrites(t *testing.T) {
+	big := strings.Repeat("x", maxKeptBatch-1)
 	tests := []struct {
 		name  string
 		steps []string // "hold", "release", or bytes to write
@@ -46,6 +48,8 @@ func TestBatchConnWrites(t *testing.T) {
 		{"writes around a batch keep their order", []string{"a", "hold", "b", "c", "release", "d"}, []string{"a", "bc", "d"}},
 		{"an empty batch writes nothing", []string{"hold", "release", "a"}, []string{"a"}},
 		{"batches one after another", []string{"hold", "a", "release", "hold", "b", "c", "release"}, []string{"a", "bc"}},
+		{"a big batch leaves in parts of at most maxKeptBatch", []string{"hold", big[:100<<10], big[:100<<10], big, "a", "b", "release"},
+			[]string{big[:200<<10], big + "a", "b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,8 +69,8 @@ func TestBatchConnWrites(t *testing.T) {
 					}
 				}
 			}
-			if strings.Join(rc.writes, "|") != strings.Join(tt.want, "|") {
-				t.Fatalf("writes %q, want %q", rc.writes, tt.want)
+			if !slices.Equal(rc.writes, tt.want) {
+				t.Fatalf("writes of %v bytes, want %v", lens(rc.writes), lens(tt.want))
 			}
 			bc.idle()
 			if bc.buf != nil {
@@ -74,6 +78,14 @@ func TestBatchConnWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+func lens(ss []string) []int {
+	n := make([]int, len(ss))
+	for i, s := range ss {
+		n[i] = len(s)
+	}
+	return n
 }
 
 // A batch written to a peer that does not read fails at its deadline, and
