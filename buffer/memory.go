@@ -24,14 +24,14 @@ type Memory struct {
 	head    int        // index of the oldest entry
 	n       int        // entries held
 	base    uint64     // seq just before the oldest entry held (= last when empty)
-	baseSum sum        // c(base)
+	baseSum Checksum   // c(base)
 	last    uint64
-	lastSum sum
+	lastSum Checksum
 }
 
 type memEntry struct {
 	Entry
-	sum sum
+	sum Checksum
 }
 
 // NewMemory returns an empty ring of the given capacity; capacity ≤ 0 means
@@ -68,7 +68,7 @@ func (m *Memory) Append(ctx context.Context, id string, encode func(seq uint64) 
 	if err != nil {
 		return Entry{}, err
 	}
-	e := memEntry{Entry: Entry{Seq: seq, Data: data}, sum: m.lastSum.next(id)}
+	e := memEntry{Entry: Entry{Seq: seq, Data: data}, sum: m.lastSum.Next(id)}
 	if m.n == m.capacity {
 		m.popLocked()
 	}

@@ -3,6 +3,8 @@ package buffer_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/baton-run/baton/buffer"
@@ -30,5 +32,40 @@ func TestNextChecksum(t *testing.T) {
 	}
 	if got, want := buffer.NextChecksum(a, "b"), h(a+"b"); got != want {
 		t.Errorf("NextChecksum(c(1), b) = %s, want %s", got, want)
+	}
+}
+
+// TestChecksum: the binary chain is NextChecksum's, reads back what it
+// writes, refuses what is not a checksum in the contract's form, and
+// folding an event allocates nothing.
+func TestChecksum(t *testing.T) {
+	var c buffer.Checksum
+	want := ""
+	for i := range 5 {
+		id := fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)
+		c = c.Next(id)
+		want = buffer.NextChecksum(want, id)
+		if c.String() != want {
+			t.Fatalf("after %d events: %s, want %s", i+1, c.String(), want)
+		}
+	}
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{want, true},
+		{"", true},
+		{"abc", false},
+		{strings.ToUpper(want), false},
+		{want[:63] + "g", false},
+	}
+	for _, tt := range tests {
+		got, err := buffer.ParseChecksum(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && got.String() != tt.in) {
+			t.Errorf("ParseChecksum(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { c = c.Next("0190a1b2-c3d4-7e5f-8a9b-000000000000") }); n != 0 {
+		t.Errorf("Next allocates %v times", n)
 	}
 }

@@ -1,7 +1,6 @@
 package buffer
 
 import (
-	"encoding/hex"
 	"fmt"
 )
 
@@ -54,20 +53,15 @@ func RestoreMemory(capacity int, base uint64, baseSum string, entries []Chained)
 }
 
 // parseSum reads c(seq) back: "" for seq 0, 64 hex digits for any other.
-func parseSum(seq uint64, s string) (sum, error) {
+func parseSum(seq uint64, s string) (Checksum, error) {
 	if seq == 0 {
 		if s != "" {
-			return sum{}, fmt.Errorf("c(0) is %q, want \"\"", s)
+			return Checksum{}, fmt.Errorf("c(0) is %q, want \"\"", s)
 		}
-		return sum{}, nil
+		return Checksum{}, nil
 	}
-	var out sum
-	if len(s) != hex.EncodedLen(len(out.b)) {
-		return sum{}, fmt.Errorf("checksum %q is not %d hex digits", s, hex.EncodedLen(len(out.b)))
+	if s == "" {
+		return Checksum{}, fmt.Errorf("c(%d) is empty", seq)
 	}
-	if _, err := hex.Decode(out.b[:], []byte(s)); err != nil {
-		return sum{}, fmt.Errorf("checksum %q: %w", s, err)
-	}
-	out.set = true
-	return out, nil
+	return ParseChecksum(s)
 }

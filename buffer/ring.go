@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 )
 
 // ErrGap means some events after the requested seq are no longer held
@@ -63,22 +64,25 @@ func NextChecksum(prev, eventID string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// sum is c(n) in binary. The zero value with set == false is c(0) = "".
-type sum struct {
+// Checksum is a link c(n) of the chain of §3.4 in binary: folding an event
+// into it allocates nothing for ids of ordinary length, where NextChecksum
+// makes strings. The zero value is c(0) = "".
+type Checksum struct {
 	b   [sha256.Size]byte
 	set bool
 }
 
-func (s sum) String() string {
+// String is the checksum as the contract writes it: "" for c(0), else 64
+// lower-case hex digits.
+func (s Checksum) String() string {
 	if !s.set {
 		return ""
 	}
 	return hex.EncodeToString(s.b[:])
 }
 
-// next computes the following link of the chain without allocating for ids
-// of ordinary length.
-func (s sum) next(id string) sum {
+// Next is the following link of the chain: c(n+1) for the event id.
+func (s Checksum) Next(id string) Checksum {
 	var buf [2*sha256.Size + 64]byte
 	in := buf[:0]
 	if s.set {
@@ -86,5 +90,25 @@ func (s sum) next(id string) sum {
 		hex.Encode(in, s.b[:])
 	}
 	in = append(in, id...)
-	return sum{b: sha256.Sum256(in), set: true}
+	return Checksum{b: sha256.Sum256(in), set: true}
+}
+
+// ParseChecksum reads a checksum in the contract's form: "" or 64
+// lower-case hex digits. Anything else is an error.
+func ParseChecksum(s string) (Checksum, error) {
+	var out Checksum
+	if s == "" {
+		return out, nil
+	}
+	if len(s) != hex.EncodedLen(len(out.b)) {
+		return Checksum{}, fmt.Errorf("checksum %q is not %d hex digits", s, hex.EncodedLen(len(out.b)))
+	}
+	if _, err := hex.Decode(out.b[:], []byte(s)); err != nil {
+		return Checksum{}, fmt.Errorf("checksum %q: %w", s, err)
+	}
+	out.set = true
+	if out.String() != s {
+		return Checksum{}, fmt.Errorf("checksum %q is not in lower case", s)
+	}
+	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -141,7 +142,7 @@ type Client struct {
 	sessionID string
 	token     string
 	lastSeq   uint64
-	checksum  chain
+	checksum  buffer.Checksum
 	expectSum map[uint64]string // server checksums to verify once we reach the seq
 	replayTo  uint64            // events up to this seq arrive as a replay
 	state     wsproto.State

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -117,36 +116,6 @@ func TestMetaString(t *testing.T) {
 				t.Errorf("MetaString = %q, %v; want %q, %v", got, ok, tt.want, tt.ok)
 			}
 		})
-	}
-}
-
-// TestChain: the client's binary chain is buffer.NextChecksum's, and
-// folding an event allocates nothing.
-func TestChain(t *testing.T) {
-	var c chain
-	want := ""
-	for i := range 5 {
-		id := fmt.Sprintf("0190a1b2-c3d4-7e5f-8a9b-%012d", i)
-		c.next(id)
-		want = buffer.NextChecksum(want, id)
-		if c.String() != want {
-			t.Fatalf("after %d events: %s, want %s", i+1, c.String(), want)
-		}
-	}
-	var d chain
-	if err := d.set(want); err != nil || d != c {
-		t.Errorf("set(%s) = %v, %v; want the chain", want, d, err)
-	}
-	for _, bad := range []string{"abc", strings.ToUpper(want), want[:63] + "g"} {
-		if err := d.set(bad); err == nil {
-			t.Errorf("set(%q) took it", bad)
-		}
-	}
-	if err := d.set(""); err != nil || d.String() != "" {
-		t.Errorf("set(\"\") = %v, %q", err, d.String())
-	}
-	if n := testing.AllocsPerRun(100, func() { c.next("0190a1b2-c3d4-7e5f-8a9b-000000000000") }); n != 0 {
-		t.Errorf("next allocates %v times", n)
 	}
 }
 

@@ -2,14 +2,13 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -53,7 +52,7 @@ func (c *Client) deliverOf(f Frame, session string) {
 		}
 		c.lastSeq = f.Seq
 		f.Replayed = f.Seq <= c.replayTo
-		c.checksum.next(f.EventID)
+		c.checksum = c.checksum.Next(f.EventID)
 		if len(c.expectSum) > 0 {
 			if want, ok := c.expectSum[f.Seq]; ok {
 				delete(c.expectSum, f.Seq)
@@ -92,8 +91,9 @@ func (c *Client) deliverOf(f Frame, session string) {
 			break
 		}
 		c.lastSeq = s.Seq
-		if err := c.checksum.set(s.StateChecksum); err != nil {
-			c.violation("snapshot at seq %d: %v", s.Seq, err)
+		var err error
+		if c.checksum, err = buffer.ParseChecksum(s.StateChecksum); err != nil {
+			c.violation("snapshot at seq %d: state_checksum: %v", s.Seq, err)
 		}
 		if !c.opts.SkipState {
 			c.state = wsproto.State{Phase: s.Phase, Run: s.Run}
@@ -186,48 +186,4 @@ func appendAck(dst []byte, seq uint64) []byte {
 	dst = append(dst, `{"event":"`+wsproto.EventUserAck+`","metadata":{"last_seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
 	return append(dst, '}', '}')
-}
-
-// chain is the client's state checksum c(n) (buffer.NextChecksum's chain),
-// kept in binary: folding an event then allocates nothing. The zero value
-// is c(0) = "".
-type chain struct {
-	sum   [sha256.Size]byte
-	valid bool // false for c(0)
-}
-
-// next folds one event: c(n) = hex(sha256(c(n-1) + event_id)).
-func (c *chain) next(eventID string) {
-	var in [2*sha256.Size + 64]byte // c(n-1) in hex and a uuid fit
-	b := in[:0]
-	if c.valid {
-		b = hex.AppendEncode(b, c.sum[:])
-	}
-	b = append(b, eventID...)
-	c.sum, c.valid = sha256.Sum256(b), true
-}
-
-// set makes the chain a checksum the server sent (a snapshot's): "" or
-// 64 lower-case hex digits, the contract's form; anything else is an error.
-func (c *chain) set(s string) error {
-	*c = chain{}
-	if s == "" {
-		return nil
-	}
-	if len(s) != 2*sha256.Size {
-		return fmt.Errorf("state_checksum %q is not a checksum", s)
-	}
-	if _, err := hex.Decode(c.sum[:], []byte(s)); err != nil || s != hex.EncodeToString(c.sum[:]) {
-		*c = chain{}
-		return fmt.Errorf("state_checksum %q is not a checksum", s)
-	}
-	c.valid = true
-	return nil
-}
-
-func (c chain) String() string {
-	if !c.valid {
-		return ""
-	}
-	return hex.EncodeToString(c.sum[:])
 }
