@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,14 @@ import (
 // close handshake — writes go straight through, each with its own deadline.
 // Writes keep their order: they are serialized by the library, and the
 // mutex orders a release against the writes around it.
+//
+// A write to the network that fails or times out may have sent part of a
+// frame, and the peer would read whatever came next as the rest of it: a
+// corrupt stream. So the first failed write breaks the connection for
+// good: it is closed at the TCP level, what a batch still held is
+// dropped, and every later write — the rest of the batch, a ping, a pong,
+// a close frame — fails without reaching the network. The peer reads a
+// prefix of valid frames and then the end of the stream, and resumes.
 type batchConn struct {
 	net.Conn
 	timeout time.Duration // bounds every write to the network
@@ -26,6 +35,7 @@ type batchConn struct {
 	mu      sync.Mutex
 	holding bool
 	buf     *[]byte // what a batch gathered; from batchBufs while holding
+	broken  error   // the failed write that ended the connection; nil before
 }
 
 // batchBufs lends batch buffers to writers: an idle connection holds none.
@@ -53,6 +63,9 @@ func (b *batchConn) release() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.holding = false
+	if b.broken != nil {
+		return b.broken
+	}
 	if b.buf == nil || len(*b.buf) == 0 {
 		return nil
 	}
@@ -78,6 +91,9 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.holding {
+		if b.broken != nil {
+			return 0, b.broken
+		}
 		if n := len(*b.buf); n > 0 && n+len(p) > maxKeptBatch { // a big batch leaves in parts
 			if _, err := b.writeLocked(*b.buf); err != nil {
 				return 0, err
@@ -90,11 +106,40 @@ func (b *batchConn) Write(p []byte) (int, error) {
 	return b.writeLocked(p)
 }
 
+// failed reports whether a write has failed: nothing more reaches the
+// network.
+func (b *batchConn) failed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.broken != nil
+}
+
+// writeLocked writes p to the network under the write deadline, unless a
+// write has failed before; a failure now breaks the connection.
 func (b *batchConn) writeLocked(p []byte) (int, error) {
-	if err := b.Conn.SetWriteDeadline(time.Now().Add(b.timeout)); err != nil {
-		return 0, err
+	if b.broken != nil {
+		return 0, b.broken
 	}
-	return b.Conn.Write(p)
+	err := b.Conn.SetWriteDeadline(time.Now().Add(b.timeout))
+	n := 0
+	if err == nil {
+		n, err = b.Conn.Write(p)
+	}
+	if err != nil {
+		b.breakLocked(err)
+	}
+	return n, err
+}
+
+// breakLocked ends the connection after the write that failed with err:
+// no frame may follow a part of one, and the close handshake is a frame
+// too, so the socket is closed without one.
+func (b *batchConn) breakLocked(err error) {
+	b.broken = fmt.Errorf("connection broken by a failed write: %w", err)
+	if b.buf != nil {
+		*b.buf = (*b.buf)[:0]
+	}
+	b.Conn.Close()
 }
 
 // Buffer sizes of an upgraded connection. Client frames are small, so a

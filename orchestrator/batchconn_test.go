@@ -202,3 +202,87 @@ func TestReplayBatched(t *testing.T) {
 		t.Fatalf("after the replay: %v, want a close with 1012", err)
 	}
 }
+
+// stallConn is a peer that takes room bytes and then stops reading: the
+// write that does not fit sends what does and times out. Then it reads
+// again, so a write after the failed one would reach it.
+type stallConn struct {
+	net.Conn
+	room   int
+	wire   []byte // what reached the peer
+	failed bool
+	closed bool
+}
+
+func (s *stallConn) Write(p []byte) (int, error) {
+	if s.closed {
+		return 0, net.ErrClosed
+	}
+	if s.failed || len(p) <= s.room {
+		s.room -= len(p)
+		s.wire = append(s.wire, p...)
+		return len(p), nil
+	}
+	n := s.room
+	s.wire = append(s.wire, p[:n]...)
+	s.failed = true
+	return n, os.ErrDeadlineExceeded
+}
+
+func (s *stallConn) SetWriteDeadline(time.Time) error { return nil }
+func (s *stallConn) Close() error                     { s.closed = true; return nil }
+
+// Once a write fails part-way, nothing more reaches the network — not the
+// rest of the batch, not a write outside one, not another batch — and the
+// connection is closed: the peer reads a prefix of what was written, then
+// the end.
+func TestBatchConnBreaks(t *testing.T) {
+	big := strings.Repeat("x", 200<<10)
+	tests := []struct {
+		name  string
+		room  int
+		steps []string // "hold", "release", or bytes to write
+	}{
+		{"a big batch's first part fails", 100 << 10, []string{"hold", big, big, "tail", "release", "ping", "hold", "next", "release"}},
+		{"the release fails", 5, []string{"hold", "frame one", "frame two", "release", "close frame", "hold", "next", "release"}},
+		{"a write outside a batch fails", 3, []string{"pong frame", "close frame", "hold", "next", "release"}},
+		{"a batch after a failed one", 4, []string{"hold", "abc", "release", "hold", "defgh", "release", "ping"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := &stallConn{room: tt.room}
+			bc := &batchConn{Conn: sc, timeout: time.Second}
+			var written []byte // everything the library handed over, in order
+			var errs []error
+			for _, s := range tt.steps {
+				switch s {
+				case "hold":
+					bc.hold()
+				case "release":
+					errs = append(errs, bc.release())
+				default:
+					written = append(written, s...)
+					if _, err := bc.Write([]byte(s)); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+			if !sc.failed {
+				t.Fatal("no write failed")
+			}
+			if want := written[:tt.room]; !bytes.Equal(sc.wire, want) {
+				t.Fatalf("the peer got %d bytes, %.40q…; want the first %d written and nothing after", len(sc.wire), sc.wire, len(want))
+			}
+			if !sc.closed {
+				t.Fatal("the connection was not closed after the failed write")
+			}
+			if !bc.failed() {
+				t.Fatal("failed() = false after a failed write")
+			}
+			if last := errs[len(errs)-1]; !errors.Is(last, os.ErrDeadlineExceeded) {
+				t.Fatalf("the last write's error is %v, want the failed write's", last)
+			}
+			bc.idle()
+		})
+	}
+}

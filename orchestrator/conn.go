@@ -221,7 +221,9 @@ func (c *conn) writeLoop() {
 }
 
 // writeBatch writes frames, gathered into one write. It stops early when a
-// close is requested meanwhile: the writer's next turn closes.
+// close is requested meanwhile: the writer's next turn closes. When it
+// fails, the connection is already closed (batchConn): nothing, not even
+// a close frame, may follow the part of a frame that may have left.
 func (c *conn) writeBatch(frames [][]byte) error {
 	c.bc.hold()
 	for _, f := range frames {
@@ -272,7 +274,12 @@ func (c *conn) ping() {
 		c.pinging = false
 		lost := err != nil && !c.stopped // not the reader's own end
 		c.mu.Unlock()
-		if lost {
+		switch {
+		case lost && c.bc != nil && c.bc.failed(): // the ping, or a write before it, broke the connection
+			c.logger().Debug("write failed; dropping connection", "err", err)
+			c.drop(dropWriteFailed)
+			c.ws.CloseNow()
+		case lost:
 			c.logger().Debug("no pong; dropping connection", "err", err)
 			c.drop(dropNoPong)
 			c.ws.CloseNow()
@@ -325,6 +332,9 @@ func (c *conn) ended(err error) (end string, status websocket.StatusCode, kind s
 	c.mu.Lock()
 	code, reason, dropped := c.closeCode, c.closeReason, c.dropped
 	c.mu.Unlock()
+	if dropped == "" && c.bc != nil && c.bc.failed() { // a pong or a close reply the reader wrote
+		dropped = dropWriteFailed
+	}
 	switch {
 	case code != 0:
 		return "server closed: " + reason, code, serverEnd(code)

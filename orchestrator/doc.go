@@ -6,9 +6,17 @@
 // what happens into sequenced events in the session's ring and on its
 // connection.
 //
-// Concurrency: each connection has one reader goroutine (the HTTP handler)
-// and one writer goroutine draining a bounded send queue; the pipeline only
-// ever appends to that queue and never waits for a client. A session's mutex
+// Concurrency: each connection has one reader goroutine, started when the
+// HTTP handler has upgraded it (the handler returns, so net/http's buffers
+// are freed), and a writer goroutine only while frames wait in its bounded
+// send queue: the writer drains what is queued in batches, each gathered
+// into one socket write with one deadline (batchConn), and exits when the
+// queue is empty; pings start from a timer. The pipeline only ever appends
+// to that queue and never waits for a client: a queue that would overflow
+// closes the connection (1013). A write that fails or times out ends the
+// connection at the TCP level at once, since part of a frame may have left:
+// no frame, not even a close frame, follows it, and the session stays for a
+// resume. A session's mutex
 // orders appends to its ring with sends to its connection, which is what
 // makes the switch from replay to live exact. Nothing done under it waits on
 // I/O: sends only queue, and a ring answers from memory (buffer's package
