@@ -50,13 +50,22 @@ func (c *failConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// endsObserver records how connections ended.
+type endsObserver struct {
+	nopObserver
+	ends chan string
+}
+
+func (o endsObserver) ConnClosed(end string) { o.ends <- end }
+
 // A peer that stops reading in the middle of a big replay makes the
 // server's write time out part-way through a frame. Then nothing more may
 // reach it — no rest of the batch, no close frame, no ping: the bytes it
 // finally reads are valid frames, perhaps the start of one more, and the
 // end of the stream. And the session resumes from the last whole frame.
 func TestBrokenWriteEndsStream(t *testing.T) {
-	srv, err := New(simModels(), &Options{Logger: quiet(), WriteTimeout: 200 * time.Millisecond, PingInterval: 20 * time.Millisecond})
+	obs := endsObserver{ends: make(chan string, 10)}
+	srv, err := New(simModels(), &Options{Logger: quiet(), Observer: obs, WriteTimeout: 200 * time.Millisecond, PingInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +131,15 @@ func TestBrokenWriteEndsStream(t *testing.T) {
 		t.Fatal("the peer got every frame: no write stopped part-way")
 	}
 	t.Logf("the peer read %d whole frames up to seq %d, then %d bytes of one more, then the end", len(frames), last, tail)
+
+	select { // counted as the server's drop it is
+	case end := <-obs.ends:
+		if end != EndWriteFailed {
+			t.Fatalf("the connection ended %q, want %q", end, EndWriteFailed)
+		}
+	case <-ctx.Done():
+		t.Fatal("the connection's end was not observed")
+	}
 
 	// The session is kept: a resume from the last whole frame gets the rest.
 	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
