@@ -8,7 +8,9 @@
 // last seq, a checksum that differs from the server's, or a frame of
 // another session is recorded as a violation rather than hidden. An
 // application gets every event once either way; a checker reads
-// Stats.Violations.
+// Stats.Violations. The answers it sends again after a resume, and the
+// server already had, are counted apart from the server's errors
+// (Stats.ResentAnswers).
 //
 // The project's end-to-end tests and the load tool (cmd/baton-load) use it.
 package client
@@ -115,12 +117,24 @@ type Stats struct {
 	Duplicates int
 	// Foreign counts frames of another session (their session_id is not
 	// this one's): dropped, and each one also a violation.
-	Foreign    int
-	Resumes    int // successful resumes (replay or resync)
-	Resyncs    int // resumes answered with a snapshot
-	Rejected   int // resumes answered with resume_rejected
-	Errors     int // system.error frames
-	Violations []string
+	Foreign  int
+	Resumes  int // successful resumes (replay or resync)
+	Resyncs  int // resumes answered with a snapshot
+	Rejected int // resumes answered with resume_rejected
+	// Errors counts system.error frames, but for the replies that
+	// ResentAnswers counts: the server refused something the client or
+	// the application sent (a resume it could not make counts too).
+	Errors int
+	// ResentAnswers counts the system.error step_id_mismatch replies to
+	// user.responses the client sent again after a resume (one may have
+	// been lost with the connection) and the server already had: the
+	// contract's answer, expected, and not an error. On a connection
+	// where the client re-sent n answers, the first n such replies count
+	// here: the server answers frames in order, and an answer it accepts
+	// gets no reply, so one sent twice by the application then is
+	// counted here too.
+	ResentAnswers int
+	Violations    []string
 }
 
 // ErrClosed is returned for operations on a closed client.
@@ -147,6 +161,7 @@ type Client struct {
 	replayTo  uint64            // events up to this seq arrive as a replay
 	state     wsproto.State
 	answers   map[string][]byte // answers sent in the current run, by step id
+	resent    int               // answers re-sent on this connection whose step_id_mismatch may still come
 	seed      []wsproto.Task    // the task list the client chose for the run, until its first solver.start
 	sinceAck  int
 	stats     Stats
@@ -336,6 +351,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, ErrClosed
 	}
 	c.ws = ws
+	c.resent = 0
 	c.stats.Resumes++
 	if m.Resync {
 		c.stats.Resyncs++
@@ -360,7 +376,8 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 
 // reanswer sends again the answers of the current run: one may have been
 // lost with the connection. The server answers step_id_mismatch to those
-// it already had.
+// it already had, which Stats.ResentAnswers counts rather than Errors.
+// It runs before ws's reader, so no reply is read before it has counted.
 func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn) {
 	c.mu.Lock()
 	frames := make([][]byte, 0, len(c.answers))
@@ -368,9 +385,15 @@ func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn) {
 		frames = append(frames, b)
 	}
 	c.mu.Unlock()
+	sent := 0
 	for _, b := range frames {
-		ws.Write(ctx, websocket.MessageText, b)
+		if ws.Write(ctx, websocket.MessageText, b) == nil {
+			sent++
+		}
 	}
+	c.mu.Lock()
+	c.resent += sent
+	c.mu.Unlock()
 }
 
 // Drop kills the current connection without a close handshake, as a lost

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/coder/websocket"
@@ -99,14 +100,24 @@ func (c *Client) deliverOf(f Frame, session string) {
 			c.state = wsproto.State{Phase: s.Phase, Run: s.Run}
 		}
 		clear(c.expectSum)
+		// An answer whose confirmation the server no longer has open
+		// reached it (or came too late): it is not sent again.
+		pending := map[string]bool{}
 		if s.Run != nil {
 			for _, p := range s.Run.PendingConfirm {
+				pending[p.StepID] = true
 				if _, answered := c.answers[p.StepID]; !answered {
 					confirms = append(confirms, p)
 				}
 			}
 		}
+		maps.DeleteFunc(c.answers, func(id string, _ []byte) bool { return !pending[id] })
 	case f.Event == wsproto.EventError:
+		if c.resent > 0 && resentReply(f) {
+			c.resent--
+			c.stats.ResentAnswers++
+			break
+		}
 		c.stats.Errors++
 	}
 	ws := c.ws
@@ -129,6 +140,14 @@ func (c *Client) deliverOf(f Frame, session string) {
 			c.Respond(context.Background(), confirm.StepID, *a)
 		}
 	}
+}
+
+// resentReply reports whether a system.error is the reply a re-sent
+// answer gets when the server already had it.
+func resentReply(f Frame) bool {
+	code, _ := metaString(f.Metadata, "code")
+	ref, _ := metaString(f.Metadata, "ref_type")
+	return code == wsproto.CodeStepIDMismatch && ref == wsproto.EventUserResponse
 }
 
 // wake ends a frame's delivery and tells every Wait that the client's view

@@ -195,8 +195,9 @@ type ExecutionError struct {
 	SuggestedAction string `json:"suggested_action"`
 }
 
-// RecoveryStarted is the metadata of error.recovery_started. Attempt counts
-// retries, 1..MaxAttempts.
+// RecoveryStarted is the metadata of error.recovery_started. Attempt is
+// the number of the execution about to begin within the retry budget,
+// 2..MaxAttempts; MaxAttempts is the executions a budget allows in all.
 type RecoveryStarted struct {
 	RunID            string `json:"run_id"`
 	Stage            string `json:"stage,omitempty"`

@@ -5,7 +5,10 @@
 // every replay must be exactly the events after the client's last seq,
 // every resume's checksum must equal the server's, and every run must end
 // in agent.final_answer (the client package records the first four as
-// violations). A resync's snapshot stands for the events it replaces: a run
+// violations). What it sent again after a drop and the server already had
+// is counted apart from the server's errors. A session that cannot
+// connect at all is no violation: the tool exits 1 saying it could not
+// connect. A resync's snapshot stands for the events it replaces: a run
 // it shows is started, and one it shows over has ended. It answers
 // confirmations itself, drops connections at random to exercise resume,
 // and reports throughput, delivery latency and CPU per event (its own, and
@@ -248,6 +251,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		took = max(took, l.pace.end())
 	}
 	rep := report(cfg, results, &l.latency, took)
+	var connectErr error
+	if rep.ConnectFailures > 0 {
+		for _, r := range results {
+			if r.connectErr != nil {
+				connectErr = fmt.Errorf("could not connect (%d of %d sessions): %w", rep.ConnectFailures, cfg.sessions, r.connectErr)
+				break
+			}
+		}
+		if rep.ConnectFailures == cfg.sessions {
+			return connectErr // there is nothing to report
+		}
+	}
 	cpu := proc.CPU() - cpuStart
 	var serverErr error
 	if len(cfg.debugAddrs) > 0 {
@@ -267,9 +282,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printReport(stdout, rep)
 	}
 	if rep.ViolationsNum > 0 {
-		return errViolations
+		return errors.Join(errViolations, connectErr)
 	}
-	return serverErr
+	return errors.Join(connectErr, serverErr)
 }
 
 // idle opens cfg.idle sessions that do nothing, holds them, and closes
@@ -284,10 +299,11 @@ func idle(ctx context.Context, cfg config, stdout io.Writer) error {
 	}()
 	for i := range cfg.idle {
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		c, err := client.Dial(dctx, cfg.urls[i%len(cfg.urls)], &client.Options{Token: cfg.token(i)})
+		url := cfg.urls[i%len(cfg.urls)]
+		c, err := client.Dial(dctx, url, &client.Options{Token: cfg.token(i)})
 		cancel()
 		if err != nil {
-			return fmt.Errorf("idle session %d: %w", i, err)
+			return fmt.Errorf("could not connect (idle session %d of %d): %s: %w", i+1, cfg.idle, url, err)
 		}
 		clients = append(clients, c)
 	}

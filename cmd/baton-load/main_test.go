@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -51,13 +52,17 @@ func batonWith(t *testing.T, opts orchestrator.Options) string {
 }
 
 // load runs the tool with args (and -json -quiet), for two minutes at
-// most, and returns its report.
+// most, and returns its report: none when it failed before one (no
+// session could connect).
 func load(t *testing.T, args ...string) (Report, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	err := run(ctx, append(args, "-json", "-quiet"), &out, &errOut)
+	if err != nil && out.Len() == 0 {
+		return Report{}, err
+	}
 	var rep Report
 	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
 		t.Fatalf("report: %v (run: %v)\n%s\n%s", jerr, err, out.String(), errOut.String())
@@ -80,11 +85,11 @@ func TestLoadWithDrops(t *testing.T) {
 	if err != nil || rep.ViolationsNum != 0 {
 		t.Fatalf("run: %v; violations %v", err, rep.Violations)
 	}
-	if rep.Runs != 30*4 || rep.Events == 0 || rep.Drops == 0 || rep.Resumes == 0 {
-		t.Errorf("report %+v: want 120 runs, events, drops and resumes", rep)
+	if rep.Runs != 30*4 || rep.Events == 0 || rep.Drops == 0 || rep.Resumes == 0 || rep.ServerErrors != 0 {
+		t.Errorf("report %+v: want 120 runs, events, drops and resumes, and no server error", rep)
 	}
-	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, p99 %.2fms",
-		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
+	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, %d answers and %d starts re-sent and already had, p99 %.2fms",
+		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.ResentAnswers, rep.ResentStarts, rep.LatencyP99MS)
 }
 
 // TestLoadAdaptive: adaptive runs only — questions and plan adjustments
@@ -101,8 +106,8 @@ func TestLoadAdaptive(t *testing.T) {
 	if err != nil || rep.ViolationsNum != 0 {
 		t.Fatalf("run: %v; violations %v", err, rep.Violations)
 	}
-	if rep.Runs != 12*4 || rep.Drops == 0 || rep.Resumes == 0 {
-		t.Errorf("report %+v: want 48 runs, drops and resumes", rep)
+	if rep.Runs != 12*4 || rep.Drops == 0 || rep.Resumes == 0 || rep.ServerErrors != 0 {
+		t.Errorf("report %+v: want 48 runs, drops and resumes, and no server error", rep)
 	}
 }
 
@@ -139,8 +144,8 @@ func TestLoadWithResyncs(t *testing.T) {
 	if err != nil || rep.ViolationsNum != 0 {
 		t.Fatalf("run: %v; violations %v", err, rep.Violations)
 	}
-	if rep.Runs != 16*4 || rep.Resyncs == 0 || rep.Resumes == rep.Resyncs || rep.Duplicates != 0 {
-		t.Errorf("report %+v: want 64 runs, resyncs and replays, no duplicate", rep)
+	if rep.Runs != 16*4 || rep.Resyncs == 0 || rep.Resumes == rep.Resyncs || rep.Duplicates != 0 || rep.ServerErrors != 0 {
+		t.Errorf("report %+v: want 64 runs, resyncs and replays, no duplicate and no server error", rep)
 	}
 	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs", rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs)
 }
@@ -208,4 +213,35 @@ func TestLoadAcrossTwoNodes(t *testing.T) {
 	}
 	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, p99 %.2fms",
 		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
+}
+
+// TestLoadCannotConnect: with nothing listening at the URL the tool says
+// it could not connect and exits 1; that is no violation.
+func TestLoadCannotConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "ws://" + ln.Addr().String() + "/ws"
+	ln.Close() // nothing listens there from now on
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{name: "runs", args: []string{"-sessions", "3", "-runs", "1", "-ramp", "0"}},
+		{name: "idle", args: []string{"-idle", "2", "-hold", "0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(t.Context(), append([]string{"-url", dead, "-json", "-quiet"}, tt.args...), &out, &errOut)
+			if err == nil || !strings.HasPrefix(err.Error(), "could not connect") || !strings.Contains(err.Error(), dead) ||
+				errors.Is(err, errViolations) {
+				t.Errorf("run = %v, want a could-not-connect error naming %s and no violation", err, dead)
+			}
+			if out.Len() != 0 {
+				t.Errorf("a report of a load that never connected:\n%s", out.String())
+			}
+		})
+	}
 }

@@ -27,7 +27,16 @@ type Report struct {
 	Resumes       int     `json:"resumes"`
 	Resyncs       int     `json:"resyncs"`
 	Duplicates    int     `json:"duplicates_dropped"`
-	ServerErrors  int     `json:"server_errors"`
+	// ServerErrors counts the system.error frames the sessions got, but
+	// for the replies to what the tool sent again after a drop and the
+	// server already had: those are ResentAnswers (step_id_mismatch) and
+	// ResentStarts (busy).
+	ServerErrors  int `json:"server_errors"`
+	ResentAnswers int `json:"resent_answers"`
+	ResentStarts  int `json:"resent_starts"`
+	// ConnectFailures counts the sessions that could not connect at all;
+	// the tool then exits 1 saying so.
+	ConnectFailures int `json:"connect_failures"`
 	// ClientCPUPerEvent is the tool's own CPU time (user and system, of the
 	// whole process: an in-process server counts too) per event received.
 	ClientCPUPerEvent float64 `json:"client_cpu_us_per_event"`
@@ -41,10 +50,12 @@ type Report struct {
 }
 
 type sessionResult struct {
-	runs       int
-	drops      int
-	stats      client.Stats
-	violations []string
+	runs         int
+	drops        int
+	stats        client.Stats
+	resentStarts int // busy replies to run starts the tool sent again
+	violations   []string
+	connectErr   error // why the session could not connect; nil when it did
 }
 
 func report(cfg config, results []sessionResult, lat *histogram, took time.Duration) Report {
@@ -56,7 +67,12 @@ func report(cfg config, results []sessionResult, lat *histogram, took time.Durat
 		rep.Resumes += r.stats.Resumes
 		rep.Resyncs += r.stats.Resyncs
 		rep.Duplicates += r.stats.Duplicates
-		rep.ServerErrors += r.stats.Errors
+		rep.ServerErrors += r.stats.Errors - r.resentStarts
+		rep.ResentAnswers += r.stats.ResentAnswers
+		rep.ResentStarts += r.resentStarts
+		if r.connectErr != nil {
+			rep.ConnectFailures++
+		}
 		rep.Violations = append(rep.Violations, r.violations...)
 	}
 	rep.ViolationsNum = len(rep.Violations)
@@ -83,8 +99,11 @@ func printReport(w io.Writer, r Report) {
 		fmt.Fprintf(w, "  server %.1fµs, %.2f write syscalls", r.ServerCPUPerEvent, r.ServerWritesPerEvent)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "drops %d  resumes %d  resyncs %d  duplicates dropped %d  server errors %d\n",
-		r.Drops, r.Resumes, r.Resyncs, r.Duplicates, r.ServerErrors)
+	fmt.Fprintf(w, "drops %d  resumes %d  resyncs %d  duplicates dropped %d  server errors %d  (re-sent and already had: answers %d, starts %d)\n",
+		r.Drops, r.Resumes, r.Resyncs, r.Duplicates, r.ServerErrors, r.ResentAnswers, r.ResentStarts)
+	if r.ConnectFailures > 0 {
+		fmt.Fprintf(w, "sessions that could not connect %d\n", r.ConnectFailures)
+	}
 	fmt.Fprintf(w, "violations %d\n", r.ViolationsNum)
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-run/baton/client"
@@ -68,8 +69,18 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 	}
 
 	tracked := newRuns()
+	// A run start sent again (below) that the server had after all is
+	// answered busy: the tool knows it re-sent it, so that reply is not
+	// one of the server's errors. busyOwed counts the starts re-sent
+	// whose reply has not come.
+	var busyOwed, busyPaid atomic.Int64
 	onEvent := func(f client.Frame) {
 		tracked.frame(f)
+		if f.Event == wsproto.EventError {
+			if code, _ := f.MetaString("code"); code == wsproto.CodeBusy && takeOne(&busyOwed) {
+				busyPaid.Add(1)
+			}
+		}
 		if !wsproto.Sequenced(f.Event) {
 			return
 		}
@@ -102,12 +113,14 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		Elsewhere: elsewhere, Token: cfg.token(i), SkipState: true})
 	cancel()
 	if err != nil {
-		fail("dial: %v", err)
+		// Not a violation: nothing was delivered wrong. run says it.
+		res.connectErr = fmt.Errorf("%s: %w", cfg.urls[first], err)
 		return res
 	}
 	defer func() {
 		cl.Close()
 		res.stats = cl.View().Stats
+		res.resentStarts = int(busyPaid.Load())
 		for _, v := range res.stats.Violations {
 			fail("%s", v)
 		}
@@ -161,8 +174,11 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		}
 		rctx, cancel := context.WithTimeout(ctx, cfg.runTimeout)
 		// Start the run; a start lost with a dropped connection is sent again.
-		for {
+		for sent := false; ; {
 			resumes := cl.View().Stats.Resumes
+			if sent {
+				busyOwed.Add(1) // before the send: its reply may come at once
+			}
 			var serr error
 			switch {
 			case w.tasks != nil:
@@ -179,6 +195,9 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 				return res
 			}
 			if serr != nil {
+				if sent {
+					takeOne(&busyOwed) // no reply will come
+				}
 				// The frame did not leave: the client is between connections.
 				// Send it again once it has resumed (or give up with the run).
 				if cl.Wait(rctx, func(v client.View) bool { return v.Stats.Resumes > resumes }) != nil {
@@ -188,6 +207,7 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 			}
 			// Sent, but it may be lost with a connection dropped before the
 			// server read it: sent again when the run has not started.
+			sent = true
 			sctx, scancel := context.WithTimeout(rctx, 2*time.Second)
 			werr := cl.Wait(sctx, func(client.View) bool { started, _ := tracked.counts(); return started > r })
 			scancel()
@@ -210,4 +230,17 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		l.runs.Add(1)
 	}
 	return res
+}
+
+// takeOne takes one from n if it is above zero, and reports whether it did.
+func takeOne(n *atomic.Int64) bool {
+	for {
+		v := n.Load()
+		if v <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
 }
