@@ -9,9 +9,8 @@ import (
 
 // Policy is how failed work is retried.
 type Policy struct {
-	// MaxAttempts is how many executions one retry budget allows in all,
-	// the first included: 3 is the first and at most two retries. Below 2
-	// (0 too) means no retry.
+	// MaxAttempts is how many retries follow the first execution. 0 means
+	// no retry.
 	MaxAttempts int
 	// Base is the first backoff delay; retry k waits about Base×2^(k−1),
 	// ±50% jitter. Defaults to 1s.
@@ -20,9 +19,6 @@ type Policy struct {
 	// Retry-After of a day does not park a task for a day. Defaults to 30s.
 	Max time.Duration
 }
-
-// Attempts is MaxAttempts, at least 1: the executions one budget allows.
-func (p Policy) Attempts() int { return max(p.MaxAttempts, 1) }
 
 // Backoff returns the delays of one retry budget.
 func (p Policy) Backoff() *Delays {

@@ -238,7 +238,7 @@ func (x *runCheckpoint) apply(meta any) {
 		x.Stage, x.PlanAttempts, x.Tasks = stagePlanning, 1, nil
 	case *wsproto.RecoveryStarted:
 		if m.TaskID == "" {
-			x.PlanAttempts = m.Attempt // the execution about to begin counts as made
+			x.PlanAttempts = m.Attempt + 1 // m.Attempt retries before this one
 		} else {
 			x.note(m.TaskID, func(n *taskNote) { n.Failing = false })
 		}

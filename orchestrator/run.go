@@ -253,8 +253,8 @@ func (r *run) stopped() {
 // the retry policy (§5.2): error.execution and error.recovery_started with
 // stage "plan", then plan.completed, or plan.cancelled when out of retries.
 // rejected are the plans the user sent back so far (user.replan, §11);
-// made is the executions begun before (a restored run's), which count
-// against MaxAttempts.
+// made is the attempts made before (a restored run's), which count
+// against the retries.
 func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) {
 	opts, obs := r.sess.srv.opts, r.sess.srv.obs
 	defer r.stageDone(StagePlan, time.Now())
@@ -264,8 +264,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 		start.Feedback, content = rejected[k-1].Feedback, "Planning again"
 	}
 	r.emit(wsproto.EventPlanStart, content, start)
-	policy := opts.retryPolicy()
-	delays, attempts := policy.Backoff(), policy.Attempts()
+	delays := opts.retryPolicy().Backoff()
 	step := 0
 	req := planner.Request{Text: r.request, Rejected: rejected}
 	for retry := made; ; retry++ {
@@ -298,7 +297,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
 			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: r.public(err, "stage", "plan", "attempt", req.Attempt),
 			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
-		if !class.Recoverable || req.Attempt >= attempts {
+		if !class.Recoverable || retry >= opts.MaxAttempts {
 			r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "attempts", req.Attempt, "type", class.Type)
 			r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
 				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: failure.Public(err)})
@@ -307,8 +306,8 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 		delay := delays.Next(class)
 		obs.Retry(StagePlan, class.Type)
 		r.emit(wsproto.EventRecoveryStarted, "Retrying the plan", &wsproto.RecoveryStarted{
-			RunID: r.id, Stage: "plan", RecoveryStrategy: "retry", Attempt: req.Attempt + 1,
-			MaxAttempts: attempts, DelayMS: delay.Milliseconds()})
+			RunID: r.id, Stage: "plan", RecoveryStrategy: "retry", Attempt: retry + 1,
+			MaxAttempts: opts.MaxAttempts, DelayMS: delay.Milliseconds()})
 		if failure.Wait(r.ctx, delay) != nil {
 			r.stopped()
 			return p, false

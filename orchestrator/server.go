@@ -34,8 +34,7 @@ type Options struct {
 	ConfirmTimeout time.Duration
 	// MaxParallel is how many tasks of a run may execute at once. Defaults to 4.
 	MaxParallel int
-	// MaxAttempts is how many executions a task (per retry budget) or a
-	// plan gets in all, the first included: 1 means no retry. Defaults to 3.
+	// MaxAttempts is how many retries a failed task gets. Defaults to 3.
 	MaxAttempts int
 	// RetryBase is the first backoff delay. Defaults to 1s.
 	RetryBase time.Duration

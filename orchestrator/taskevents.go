@@ -38,10 +38,10 @@ func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {
 		Recoverable: c.Recoverable, SuggestedAction: c.SuggestedAction})
 }
 
-func (e taskEvents) Retrying(id string, next, maxAttempts int, errorType string, delay time.Duration) {
+func (e taskEvents) Retrying(id string, retry, maxAttempts int, errorType string, delay time.Duration) {
 	e.r.sess.srv.obs.Retry(StageTask, errorType)
 	e.r.emit(wsproto.EventRecoveryStarted, "Retrying "+id, &wsproto.RecoveryStarted{
-		RunID: e.r.id, TaskID: id, RecoveryStrategy: "retry", Attempt: next,
+		RunID: e.r.id, TaskID: id, RecoveryStrategy: "retry", Attempt: retry,
 		MaxAttempts: maxAttempts, DelayMS: delay.Milliseconds()})
 }
 

@@ -400,12 +400,12 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 		}
 		class := failure.Classify(err)
 		s.events.Failed(id, attempt, class, err)
-		if !class.Recoverable || retry+1 >= s.opts.Retry.Attempts() {
+		if !class.Recoverable || retry >= s.opts.Retry.MaxAttempts {
 			s.events.GaveUp(id, retry+1, err)
 			return outcome{index: i, attempt: attempt, err: err, gaveUp: true}
 		}
 		delay := delays.Next(class)
-		s.events.Retrying(id, retry+2, s.opts.Retry.Attempts(), class.Type, delay)
+		s.events.Retrying(id, retry+1, s.opts.Retry.MaxAttempts, class.Type, delay)
 		if failure.Wait(ctx, delay) != nil {
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}

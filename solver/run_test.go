@@ -65,8 +65,8 @@ func (r *recorder) Failed(id string, attempt int, c failure.Class, _ error) {
 	r.mu.Unlock()
 	r.log("fail %s %d %s", id, attempt, c.Type)
 }
-func (r *recorder) Retrying(id string, next, maxAttempts int, _ string, _ time.Duration) {
-	r.log("retry %s %d/%d", id, next, maxAttempts)
+func (r *recorder) Retrying(id string, retry, maxAttempts int, _ string, _ time.Duration) {
+	r.log("retry %s %d/%d", id, retry, maxAttempts)
 	if r.retrying != nil {
 		r.retrying <- id
 	}
@@ -179,7 +179,7 @@ func failing(id, typ string, n int, deps ...string) wsproto.Task {
 func index(lines []string, line string) int { return slices.Index(lines, line) }
 
 func TestScheduler(t *testing.T) {
-	fast := failure.Policy{MaxAttempts: 3, Base: time.Microsecond, Max: time.Microsecond}
+	fast := failure.Policy{MaxAttempts: 2, Base: time.Microsecond, Max: time.Microsecond}
 	tests := []struct {
 		name   string
 		tasks  []wsproto.Task
@@ -212,7 +212,7 @@ func TestScheduler(t *testing.T) {
 						t.Errorf("missing %q in %q", want, lines)
 					}
 				}
-				if index(lines, "retry a 2/3") >= 0 {
+				if index(lines, "retry a 1/2") >= 0 {
 					t.Errorf("permanent failure was retried: %q", lines)
 				}
 			},
@@ -223,8 +223,8 @@ func TestScheduler(t *testing.T) {
 			opts:   Options{Retry: fast},
 			status: map[string]string{"a": "completed"},
 			check: func(t *testing.T, lines []string, _ int) {
-				want := []string{"start a 1", "fail a 1 network", "retry a 2/3", "start a 2", "fail a 2 network",
-					"retry a 3/3", "start a 3", "done a 3", "recovered a 3"}
+				want := []string{"start a 1", "fail a 1 network", "retry a 1/2", "start a 2", "fail a 2 network",
+					"retry a 2/2", "start a 3", "done a 3", "recovered a 3"}
 				if !slices.Equal(lines, want) {
 					t.Errorf("events\n got %q\nwant %q", lines, want)
 				}
@@ -341,11 +341,11 @@ func TestDecisionRetryRunsAFreshBudget(t *testing.T) {
 	rec := &recorder{decisions: make(chan Decision, 1), asked: make(chan string, 1)}
 	rec.decisions <- Retry
 	tasks := []wsproto.Task{failing("a", failure.Internal, 2)}
-	rep := New(tasks, fakeModel{}, rec, Options{Retry: failure.Policy{MaxAttempts: 2, Base: time.Microsecond}}).Execute(t.Context())
+	rep := New(tasks, fakeModel{}, rec, Options{Retry: failure.Policy{MaxAttempts: 1, Base: time.Microsecond}}).Execute(t.Context())
 	if rep.Tasks[0].Status != wsproto.TaskCompleted {
 		t.Fatalf("status %s, want completed; events %q", rep.Tasks[0].Status, rec.events())
 	}
-	want := []string{"start a 1", "fail a 1 internal", "retry a 2/2", "start a 2", "fail a 2 internal", "gaveup a 2",
+	want := []string{"start a 1", "fail a 1 internal", "retry a 1/1", "start a 2", "fail a 2 internal", "gaveup a 2",
 		"start a 3", "done a 3"}
 	if got := rec.events(); !slices.Equal(got, want) {
 		t.Errorf("events\n got %q\nwant %q", got, want)

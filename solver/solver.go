@@ -58,10 +58,9 @@ type Events interface {
 	Completed(taskID string, attempt int, result Result, took time.Duration)
 	// Failed: an execution failed with an error of this class.
 	Failed(taskID string, attempt int, class failure.Class, err error)
-	// Retrying: execution number next (2..maxAttempts) of the current
-	// budget starts after delay, for a failure of type errorType (the
-	// class's). maxAttempts is the executions a budget allows in all.
-	Retrying(taskID string, next, maxAttempts int, errorType string, delay time.Duration)
+	// Retrying: retry number retry (1..maxAttempts) of the current budget
+	// starts after delay, for a failure of type errorType (the class's).
+	Retrying(taskID string, retry, maxAttempts int, errorType string, delay time.Duration)
 	// Recovered: execution attempt succeeded after at least one retry.
 	Recovered(taskID string, attempt int)
 	// GaveUp: out of retries, or not recoverable, after attempts executions

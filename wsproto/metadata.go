@@ -195,9 +195,8 @@ type ExecutionError struct {
 	SuggestedAction string `json:"suggested_action"`
 }
 
-// RecoveryStarted is the metadata of error.recovery_started. Attempt is
-// the number of the execution about to begin within the retry budget,
-// 2..MaxAttempts; MaxAttempts is the executions a budget allows in all.
+// RecoveryStarted is the metadata of error.recovery_started. Attempt counts
+// retries, 1..MaxAttempts.
 type RecoveryStarted struct {
 	RunID            string `json:"run_id"`
 	Stage            string `json:"stage,omitempty"`

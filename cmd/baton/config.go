@@ -81,7 +81,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.SessionTTL, "session-ttl", 5*time.Minute, "how long a session outlives its last connection")
 	fs.DurationVar(&o.ConfirmTimeout, "confirm-timeout", 5*time.Minute, "how long a confirmation waits for its answer")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "tasks of a run executing at once")
-	fs.IntVar(&o.MaxAttempts, "max-attempts", 3, "executions of a failing task or plan in all, the first included (1: no retry)")
+	fs.IntVar(&o.MaxAttempts, "max-attempts", 3, "retries of a failed task")
 	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
 	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")

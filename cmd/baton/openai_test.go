@@ -110,7 +110,7 @@ func TestOpenAIPlanRepairedOnRetry(t *testing.T) {
 	c.message("Plan, please")
 	frames := c.until(wsproto.EventUserConfirm)
 	got := story(t, frames)
-	if want := "fail plan1 validation retry|retry plan2/3|planned|ask plan"; strings.Join(got, "|") != want {
+	if want := "fail plan1 validation retry|retry plan1/3|planned|ask plan"; strings.Join(got, "|") != want {
 		t.Errorf("story %q, want %q", got, want)
 	}
 	for _, f := range frames {
