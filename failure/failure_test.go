@@ -51,7 +51,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestDelays(t *testing.T) {
-	d := failure.Policy{MaxAttempts: 5, Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}.Backoff()
+	d := failure.Policy{MaxRetries: 5, Base: 100 * time.Millisecond, Max: 400 * time.Millisecond}.Backoff()
 	if got := d.Next(failure.Class{Type: failure.Validation}); got != 0 {
 		t.Errorf("validation delay %v, want 0", got)
 	}
@@ -81,7 +81,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := failure.Policy{MaxAttempts: 3, Max: tt.max}.Backoff()
+			d := failure.Policy{MaxRetries: 3, Max: tt.max}.Backoff()
 			if got := d.Next(failure.Class{Type: failure.RateLimit, RetryAfter: tt.retryAfter}); got != tt.want {
 				t.Errorf("Retry-After %v: delay %v, want %v", tt.retryAfter, got, tt.want)
 			}

@@ -9,9 +9,9 @@ import (
 
 // Policy is how failed work is retried.
 type Policy struct {
-	// MaxAttempts is how many retries follow the first execution. 0 means
+	// MaxRetries is how many retries follow the first execution. 0 means
 	// no retry.
-	MaxAttempts int
+	MaxRetries int
 	// Base is the first backoff delay; retry k waits about Base×2^(k−1),
 	// ±50% jitter. Defaults to 1s.
 	Base time.Duration

@@ -297,7 +297,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 		r.emit(wsproto.EventExecutionError, "Planning failed", &wsproto.ExecutionError{
 			RunID: r.id, Stage: "plan", Attempt: req.Attempt, ErrorType: class.Type, Message: r.public(err, "stage", "plan", "attempt", req.Attempt),
 			Recoverable: class.Recoverable, SuggestedAction: class.SuggestedAction})
-		if !class.Recoverable || retry >= opts.MaxAttempts {
+		if !class.Recoverable || retry >= opts.MaxRetries {
 			r.sess.srv.log.Info("planning failed", "session", r.sess.id, "run", r.id, "attempts", req.Attempt, "type", class.Type)
 			r.finish(wsproto.EventPlanCancelled, "Planning failed", &wsproto.PlanCancelled{
 				RunID: r.id, Reason: wsproto.ReasonPlanFailed, Error: failure.Public(err)})
@@ -307,7 +307,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 		obs.Retry(StagePlan, class.Type)
 		r.emit(wsproto.EventRecoveryStarted, "Retrying the plan", &wsproto.RecoveryStarted{
 			RunID: r.id, Stage: "plan", RecoveryStrategy: "retry", Attempt: retry + 1,
-			MaxAttempts: opts.MaxAttempts, DelayMS: delay.Milliseconds()})
+			MaxAttempts: opts.MaxRetries, DelayMS: delay.Milliseconds()})
 		if failure.Wait(r.ctx, delay) != nil {
 			r.stopped()
 			return p, false

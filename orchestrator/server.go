@@ -34,8 +34,10 @@ type Options struct {
 	ConfirmTimeout time.Duration
 	// MaxParallel is how many tasks of a run may execute at once. Defaults to 4.
 	MaxParallel int
-	// MaxAttempts is how many retries a failed task gets. Defaults to 3.
-	MaxAttempts int
+	// MaxRetries is how many retries follow a failed first execution of a
+	// task or of the planning, per retry budget: the events' max_attempts
+	// (the contract's name for it). Defaults to 3.
+	MaxRetries int
 	// RetryBase is the first backoff delay. Defaults to 1s.
 	RetryBase time.Duration
 	// TaskTimeout bounds one execution of a task; longer fails as a
@@ -129,7 +131,7 @@ func (o *Options) withDefaults() Options {
 	def(&c.SessionTTL, 5*time.Minute)
 	def(&c.ConfirmTimeout, 5*time.Minute)
 	defInt(&c.MaxParallel, 4)
-	defInt(&c.MaxAttempts, 3)
+	defInt(&c.MaxRetries, 3)
 	def(&c.RetryBase, time.Second)
 	def(&c.TaskTimeout, 2*time.Minute)
 	defInt(&c.MaxTasks, 50)
@@ -157,7 +159,7 @@ func (o *Options) withDefaults() Options {
 }
 
 func (o *Options) retryPolicy() failure.Policy {
-	return failure.Policy{MaxAttempts: o.MaxAttempts, Base: o.RetryBase}
+	return failure.Policy{MaxRetries: o.MaxRetries, Base: o.RetryBase}
 }
 
 // Models are the pipeline's three stages.

@@ -26,7 +26,7 @@ func TestOptionsDefaults(t *testing.T) {
 	}{
 		{"nil means defaults", nil, func(t *testing.T, o Options) {
 			if o.BufferSize != 1000 || o.SessionTTL != 5*time.Minute || o.ConfirmTimeout != 5*time.Minute ||
-				o.MaxParallel != 4 || o.MaxAttempts != 3 || o.RetryBase != time.Second || o.MaxTasks != 50 ||
+				o.MaxParallel != 4 || o.MaxRetries != 3 || o.RetryBase != time.Second || o.MaxTasks != 50 ||
 				o.ReadLimit != 65536 || o.PingInterval != 25*time.Second || o.PongTimeout != 10*time.Second ||
 				o.WriteTimeout != 10*time.Second || o.SendQueue != 1064 || o.TaskTimeout != 2*time.Minute ||
 				o.NewRing == nil || o.Logger == nil || o.RateLimit != 0 || o.RateBurst != 0 || o.MaxConnsPerIP != 0 ||

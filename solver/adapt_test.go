@@ -130,7 +130,7 @@ func TestAdaptations(t *testing.T) {
 			for _, id := range tt.gates {
 				model.gates[id] = gate
 			}
-			run := New(tt.tasks, model, rec, Options{Adaptive: true, Retry: failure.Policy{MaxAttempts: 0}})
+			run := New(tt.tasks, model, rec, Options{Adaptive: true, Retry: failure.Policy{MaxRetries: 0}})
 			first := true
 			rec.adapt = func(ctx context.Context, in AdaptInput) Adaptation {
 				if !first {

@@ -42,7 +42,7 @@ func waitLine(t *testing.T, rec *recorder, line string) {
 }
 
 func TestRestartTask(t *testing.T) {
-	fast := failure.Policy{MaxAttempts: 0, Base: time.Microsecond}
+	fast := failure.Policy{MaxRetries: 0, Base: time.Microsecond}
 	tests := []struct {
 		name  string
 		tasks []wsproto.Task

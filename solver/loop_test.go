@@ -100,7 +100,7 @@ func loopLines(lines []string) []string {
 }
 
 func TestAgentLoop(t *testing.T) {
-	fast := failure.Policy{MaxAttempts: 1, Base: time.Microsecond, Max: time.Microsecond}
+	fast := failure.Policy{MaxRetries: 1, Base: time.Microsecond, Max: time.Microsecond}
 	tests := []struct {
 		name   string
 		model  func(ctx context.Context, t *Turn) (Reply, error)

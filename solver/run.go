@@ -400,12 +400,12 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 		}
 		class := failure.Classify(err)
 		s.events.Failed(id, attempt, class, err)
-		if !class.Recoverable || retry >= s.opts.Retry.MaxAttempts {
+		if !class.Recoverable || retry >= s.opts.Retry.MaxRetries {
 			s.events.GaveUp(id, retry+1, err)
 			return outcome{index: i, attempt: attempt, err: err, gaveUp: true}
 		}
 		delay := delays.Next(class)
-		s.events.Retrying(id, retry+1, s.opts.Retry.MaxAttempts, class.Type, delay)
+		s.events.Retrying(id, retry+1, s.opts.Retry.MaxRetries, class.Type, delay)
 		if failure.Wait(ctx, delay) != nil {
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}

@@ -179,7 +179,7 @@ func failing(id, typ string, n int, deps ...string) wsproto.Task {
 func index(lines []string, line string) int { return slices.Index(lines, line) }
 
 func TestScheduler(t *testing.T) {
-	fast := failure.Policy{MaxAttempts: 2, Base: time.Microsecond, Max: time.Microsecond}
+	fast := failure.Policy{MaxRetries: 2, Base: time.Microsecond, Max: time.Microsecond}
 	tests := []struct {
 		name   string
 		tasks  []wsproto.Task
@@ -341,7 +341,7 @@ func TestDecisionRetryRunsAFreshBudget(t *testing.T) {
 	rec := &recorder{decisions: make(chan Decision, 1), asked: make(chan string, 1)}
 	rec.decisions <- Retry
 	tasks := []wsproto.Task{failing("a", failure.Internal, 2)}
-	rep := New(tasks, fakeModel{}, rec, Options{Retry: failure.Policy{MaxAttempts: 1, Base: time.Microsecond}}).Execute(t.Context())
+	rep := New(tasks, fakeModel{}, rec, Options{Retry: failure.Policy{MaxRetries: 1, Base: time.Microsecond}}).Execute(t.Context())
 	if rep.Tasks[0].Status != wsproto.TaskCompleted {
 		t.Fatalf("status %s, want completed; events %q", rep.Tasks[0].Status, rec.events())
 	}
@@ -378,7 +378,7 @@ func TestPendingDecisionDoesNotHoldASlot(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	slow := failure.Policy{MaxAttempts: 3, Base: time.Hour, Max: time.Hour}
+	slow := failure.Policy{MaxRetries: 3, Base: time.Hour, Max: time.Hour}
 	tests := []struct {
 		name string
 		// setup returns the recorder; wait blocks until the moment to cancel.

@@ -112,7 +112,7 @@ func TestPadTo(t *testing.T) {
 }
 
 func TestSimFaults(t *testing.T) {
-	fast := failure.Policy{MaxAttempts: 3, Base: time.Microsecond, Max: time.Microsecond}
+	fast := failure.Policy{MaxRetries: 3, Base: time.Microsecond, Max: time.Microsecond}
 	rec := &recorder{}
 	tasks := []wsproto.Task{{ID: "f", Title: "Flaky", Description: "[sim:fail=network*2]"}}
 	rep := New(tasks, &Sim{}, rec, Options{Retry: fast}).Execute(t.Context())

@@ -196,7 +196,9 @@ type ExecutionError struct {
 }
 
 // RecoveryStarted is the metadata of error.recovery_started. Attempt counts
-// retries, 1..MaxAttempts.
+// retries, 1..MaxAttempts: the contract names the retry budget
+// max_attempts, and a budget of MaxAttempts allows MaxAttempts+1
+// executions.
 type RecoveryStarted struct {
 	RunID            string `json:"run_id"`
 	Stage            string `json:"stage,omitempty"`

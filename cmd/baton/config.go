@@ -81,7 +81,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.SessionTTL, "session-ttl", 5*time.Minute, "how long a session outlives its last connection")
 	fs.DurationVar(&o.ConfirmTimeout, "confirm-timeout", 5*time.Minute, "how long a confirmation waits for its answer")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "tasks of a run executing at once")
-	fs.IntVar(&o.MaxAttempts, "max-attempts", 3, "retries of a failed task")
+	fs.IntVar(&o.MaxRetries, "max-retries", 3, "retries of a failed task or plan after its first execution (3: at most 4 executions); the events' max_attempts")
+	fs.IntVar(&o.MaxRetries, "max-attempts", 3, "the old name of --max-retries, kept for existing set-ups: it counts retries too")
 	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
 	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
@@ -151,13 +152,35 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("unexpected arguments: %q (every setting is a --flag)", fs.Args())
 	}
 	fs.Visit(func(f *flag.Flag) { c.from[f.Name] = "--" + f.Name })
+	if err := c.alias("max-attempts", "max-retries"); err != nil {
+		return c, err
+	}
 	return c, c.check(fs)
+}
+
+// alias resolves a flag's old name, which sets the same value as its new
+// one: where the value came from is named by the new name from now on. A
+// flag beats a variable as ever; both names at the same level is an error.
+func (c *config) alias(old, name string) error {
+	from, ok := c.from[old]
+	if !ok {
+		return nil
+	}
+	cur, both := c.from[name]
+	isFlag := func(s string) bool { return strings.HasPrefix(s, "--") }
+	switch {
+	case !both || isFlag(from) && !isFlag(cur):
+		c.from[name] = from
+	case isFlag(from) == isFlag(cur):
+		return fmt.Errorf("%s and %s: --%s is the old name of --%s; set one", from, cur, old, name)
+	}
+	return nil
 }
 
 // check validates what parses but may still be wrong: ranges, choices and
 // Origin patterns.
 func (c *config) check(fs *flag.FlagSet) error {
-	for _, name := range []string{"buffer-size", "max-parallel", "max-tasks", "read-limit", "max-attempts", "max-output-tokens",
+	for _, name := range []string{"buffer-size", "max-parallel", "max-tasks", "read-limit", "max-retries", "max-output-tokens",
 		"max-rounds", "tool-result-limit", "max-context-bytes", "todo-complete-after", "todo-block-after"} {
 		var n int64
 		switch v := get(fs, name).(type) {

@@ -163,7 +163,7 @@ func TestFailureAndRecovery(t *testing.T) {
 		},
 		{
 			name:  "a task longer than --task-timeout fails as timeout",
-			args:  []string{"--task-timeout", "20ms", "--max-attempts", "1"},
+			args:  []string{"--task-timeout", "20ms", "--max-retries", "1"},
 			tasks: []wsproto.Task{failTask("a", "[sim:sleep=1h]")},
 			want:  []string{"start a1", "fail a1 timeout retry", "retry a1/1", "start a2", "fail a2 timeout retry", "gaveup a 2", "ask a", "end failed"},
 			drive: func(t *testing.T, c *conn) []client.Frame {
@@ -341,7 +341,7 @@ func TestPlanningFailures(t *testing.T) {
 // cancelled.
 func TestAnswerExplainsTotalFailure(t *testing.T) {
 	t.Parallel()
-	base := startServer(t, "--retry-base", "1ms", "--max-attempts", "1")
+	base := startServer(t, "--retry-base", "1ms", "--max-retries", "1")
 	c, _ := connect(t, base)
 	c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{
 		failTask("a", "[sim:fail=permanent*1]"), failTask("b", "[sim:fail=network*9]"), failTask("c", "", "a", "b"), failTask("d", "[sim:sleep=1h]")}})
@@ -377,5 +377,63 @@ func TestAnswerExplainsTotalFailure(t *testing.T) {
 		if f.Event == wsproto.EventAggregateProgress {
 			t.Errorf("aggregate.progress in a run with nothing to aggregate: %s", f.Metadata)
 		}
+	}
+}
+
+// TestMaxRetries: --max-retries N (or its old name, --max-attempts) is N
+// retries after the first execution, of a task and of the planning, and
+// the events say so as the contract counts: error.recovery_started names
+// retry k of max_attempts N, and error.recovery_failed counts N+1
+// executions.
+func TestMaxRetries(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		flag string
+		n    int
+	}{{"--max-retries", 1}, {"--max-retries", 2}, {"--max-retries", 3}, {"--max-attempts", 2}} {
+		t.Run(fmt.Sprint(tt.flag, tt.n), func(t *testing.T) {
+			t.Parallel()
+			n := tt.n
+			base := startServer(t, "--retry-base", "1ms", tt.flag, fmt.Sprint(n))
+			paths := []struct {
+				name  string
+				start func(c *conn)
+				who   string
+				until string
+				last  []string
+			}{
+				{name: "a task", who: "a", until: wsproto.EventUserConfirm, last: []string{fmt.Sprintf("gaveup a %d", n+1), "ask a"},
+					start: func(c *conn) {
+						c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{failTask("a", "[sim:fail=network*99]")}})
+					}},
+				{name: "the planning", who: "plan", until: wsproto.EventPlanCancelled, last: []string{"plan cancelled plan_failed"},
+					start: func(c *conn) { c.message("Plan it [sim:plan_fail=network*99]") }},
+			}
+			for _, p := range paths {
+				t.Run(p.name, func(t *testing.T) {
+					c, _ := connect(t, base)
+					p.start(c)
+					frames := c.until(p.until)
+					var want []string
+					for k := 1; k <= n+1; k++ {
+						if p.who != "plan" {
+							want = append(want, fmt.Sprintf("start %s%d", p.who, k))
+						}
+						want = append(want, fmt.Sprintf("fail %s%d network retry", p.who, k))
+						if k <= n {
+							want = append(want, fmt.Sprintf("retry %s%d/%d", p.who, k, n))
+						}
+					}
+					want = append(want, p.last...)
+					if got := story(t, frames); strings.Join(got, "|") != strings.Join(want, "|") {
+						t.Errorf("got  %q\nwant %q", got, want)
+					}
+					if p.who != "plan" { // the task waits on its question
+						c.send("user.cancel", nil)
+						c.until(wsproto.EventPipelineCancelled)
+					}
+				})
+			}
+		})
 	}
 }

@@ -243,7 +243,7 @@ func TestOpenAIFailuresStayPrivate(t *testing.T) {
 			forbidden := []string{host, ":" + port, "127.0.0.1", "sk-", "Incorrect API key", "dial tcp", "connection refused", "status code", "Post \""}
 			logs := &logSink{}
 			base := startServerLogging(t, logs, "--model", "openai", "--openai-base-url", tt.baseURL,
-				"--openai-model", "test-model", "--retry-base", "1ms", "--max-attempts", "1")
+				"--openai-model", "test-model", "--retry-base", "1ms", "--max-retries", "1")
 			c, hello := connect(t, base)
 
 			// Planning fails: plan.cancelled says why, in Baton's words.
