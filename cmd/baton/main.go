@@ -264,6 +264,7 @@ func joinCluster(ctx context.Context, c config, log *slog.Logger) (cl *redisstor
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w (want redis://[:password@]host:port/db)", c.src("redis-url"), err)
 	}
+	logRedisTo(log)
 	rdb := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
