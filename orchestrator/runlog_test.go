@@ -11,13 +11,13 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// endsObserver records RunEnded; the rest of Observer does nothing.
-type endsObserver struct {
+// runEndObserver records RunEnded; the rest of Observer does nothing.
+type runEndObserver struct {
 	nopObserver
 	outcome, reason string
 }
 
-func (o *endsObserver) RunEnded(outcome, reason string) { o.outcome, o.reason = outcome, reason }
+func (o *runEndObserver) RunEnded(outcome, reason string) { o.outcome, o.reason = outcome, reason }
 
 // someCluster stands for a Cluster that logEnd only checks is there.
 type someCluster struct{ Cluster }
@@ -45,7 +45,7 @@ func TestLogEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			obs := &endsObserver{}
+			obs := &runEndObserver{}
 			srv := &Server{log: slog.New(slog.NewJSONHandler(&logs, nil)), obs: obs}
 			if tt.cluster {
 				srv.opts.Cluster = someCluster{}
