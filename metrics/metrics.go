@@ -115,7 +115,7 @@ func New() *Metrics {
 		runsStarted: counterVec("runs_started_total",
 			"Runs started (plan: user.message; tasks: user.solve_tasks) or taken over from another server.", "kind"),
 		runsEnded: counterVec("runs_ended_total",
-			"Runs ended, by outcome (succeeded, partial, failed, plan_failed, rejected, confirm_timeout, cancelled) and, for cancelled, reason.",
+			"Runs ended here, by outcome (succeeded, partial, failed, plan_failed, rejected, confirm_timeout, cancelled, handed_over: continued by another server) and, for cancelled, reason.",
 			"outcome", "reason"),
 		failures: counterVec("failures_total", "Failed executions of planning (stage plan) or of a task (stage task), by error_type.",
 			"stage", "error_type"),

@@ -49,6 +49,8 @@ func TestObserverCalls(t *testing.T) {
 		{"a run started", func(m *metrics.Metrics) { m.RunStarted(orchestrator.RunTasks) }, "baton_runs_started_total", `kind="tasks"`, 1},
 		{"a run cancelled at shutdown", func(m *metrics.Metrics) { m.RunEnded("cancelled", "server_closed") },
 			"baton_runs_ended_total", `outcome="cancelled",reason="server_closed"`, 1},
+		{"a run handed over at shutdown", func(m *metrics.Metrics) { m.RunEnded(orchestrator.OutcomeHandedOver, "") },
+			"baton_runs_ended_total", `outcome="handed_over",reason=""`, 1},
 		{"a task's failure", func(m *metrics.Metrics) { m.Failure(orchestrator.StageTask, "network") },
 			"baton_failures_total", `error_type="network",stage="task"`, 1},
 		{"a plan retried", func(m *metrics.Metrics) { m.Retry(orchestrator.StagePlan, "rate_limit") },

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 
 	"github.com/coder/websocket"
 
@@ -16,10 +17,14 @@ import (
 // closed with 1012 at once (after what it was sent), and a client whose
 // run is in flight stays attached until the run ends — its last events and
 // final answer are written, then 1012 — or until Close. Runs without a
-// client go on too, for their side effects and logs. Nothing new starts:
-// a user.message or user.solve_tasks is refused. Drain returns when no
-// run is left, or with ctx's error when ctx ends first (Close then
-// cancels what is left).
+// client go on too, for their side effects and logs, except a run that
+// waits on its user while no connection is attached: no one can answer
+// it here now, so it is cancelled at once (errUserAbsent), at the drain's
+// start or whenever it comes to that during the drain — unless its
+// confirmation expires before ctx's deadline, after what it goes on.
+// Nothing new starts: a user.message or user.solve_tasks is refused. Drain
+// returns when no run is left, or with ctx's error when ctx ends first
+// (Close then cancels what is left).
 //
 // With a Cluster every connection is closed with 1012 at once and Drain
 // returns: the clients resume on other servers, and Close seals the
@@ -30,6 +35,9 @@ func (s *Server) Drain(ctx context.Context) error {
 	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		return nil
+	}
+	if d, ok := ctx.Deadline(); ok {
+		s.drainDeadline.Store(d.UnixNano())
 	}
 	s.draining.Store(true)
 	conns := make([]*conn, 0, len(s.conns))
@@ -49,6 +57,7 @@ func (s *Server) Drain(ctx context.Context) error {
 	for _, sess := range sessions {
 		sess.mu.Lock()
 		sess.drainIdleLocked()
+		sess.cancelAbsentLocked()
 		sess.mu.Unlock()
 	}
 	left := s.runsInFlight()
@@ -124,6 +133,35 @@ func (sess *session) runEndedLocked() {
 	select {
 	case sess.srv.runEnded <- struct{}{}:
 	default:
+	}
+}
+
+// errUserAbsent cancels a run that waits on its user, while no connection
+// is attached to its session, when the server drains without a Cluster:
+// new connections are refused, so no answer can come.
+var errUserAbsent = errors.New("the run waits on a user who is not connected, and the server is stopping")
+
+// cancelAbsentLocked cancels the session's run with errUserAbsent when the
+// server drains without a Cluster, no connection is attached, and the run
+// has a confirmation open that does not expire before the drain's
+// deadline. Called with the session locked wherever that can come true:
+// at the drain's start (Drain), when the connection leaves (detach), when
+// a confirmation opens (openConfirm).
+func (sess *session) cancelAbsentLocked() {
+	s := sess.srv
+	r := sess.run
+	if !s.draining.Load() || s.opts.Cluster != nil || sess.conn != nil || r == nil {
+		return
+	}
+	deadline := s.drainDeadline.Load()
+	for _, c := range sess.confirms {
+		if c.run != r || (deadline != 0 && c.expires.UnixNano() <= deadline) {
+			continue
+		}
+		s.log.Info("draining: cancelling a run that waits on a user who is not connected",
+			"session", sess.id, "run", r.id, "confirm", c.kind)
+		r.cancel(errUserAbsent) // the run's goroutine ends it (stopped), which wakes Drain
+		return
 	}
 }
 

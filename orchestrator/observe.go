@@ -86,6 +86,20 @@ const (
 	RunTakenOver = "taken_over"
 )
 
+// OutcomeHandedOver is the outcome (Observer.RunEnded, the "run ended"
+// log line) of a run this server stopped when it closed with a Cluster:
+// the run goes on on another server. The other outcomes are a finished
+// run's status (succeeded, partial, failed), plan_failed, rejected,
+// confirm_timeout and cancelled.
+const OutcomeHandedOver = "handed_over"
+
+// ReasonUserAbsent is the reason (Observer.RunEnded, the "run ended" log
+// line) of a run cancelled by a drain without a Cluster because it waited
+// on its user while no connection was attached (Server.Drain). The other
+// reasons of a cancelled run are user_cancel, user_abort, session_expired,
+// server_closed and session_lost.
+const ReasonUserAbsent = "user_absent"
+
 // Stages (Observer.Failure, Retry, StageDone).
 const (
 	StagePlan      = "plan"

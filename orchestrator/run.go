@@ -370,6 +370,7 @@ func (r *run) openConfirm(meta *wsproto.UserConfirm, content string, timeout tim
 	r.sess.mu.Lock()
 	r.sess.confirms[c.stepID] = c
 	r.sess.emitLocked(wsproto.EventUserConfirm, c.stepID, content, meta)
+	r.sess.cancelAbsentLocked()
 	r.sess.mu.Unlock()
 	return c
 }

@@ -54,14 +54,24 @@ func (r *run) logEnd(meta any) {
 		reason = m.Reason
 		attrs = append(attrs, "reason", reason)
 	default:
+		cause := context.Cause(r.ctx)
+		if errors.Is(cause, ErrServerClosed) && r.sess.srv.opts.Cluster != nil {
+			// Close sealed the session before stopping the run, which the
+			// store still has in flight: another server continues it from
+			// its last checkpoint (markRunning). Not a cancellation.
+			outcome = OutcomeHandedOver
+			break
+		}
 		reason = "unknown"
-		switch cause := context.Cause(r.ctx); {
+		switch {
 		case errors.Is(cause, errSessionExpired):
 			reason = "session_expired"
 		case errors.Is(cause, ErrServerClosed):
 			reason = "server_closed"
 		case errors.Is(cause, errSessionLost):
 			reason = "session_lost"
+		case errors.Is(cause, errUserAbsent):
+			reason = ReasonUserAbsent
 		}
 		attrs = append(attrs, "reason", reason)
 	}

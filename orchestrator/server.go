@@ -188,6 +188,9 @@ type Server struct {
 	closed   bool
 	// draining is set once by Drain (under mu); read anywhere (drain.go).
 	draining atomic.Bool
+	// drainDeadline is the deadline of Drain's ctx (UnixNano; 0: none),
+	// set before draining.
+	drainDeadline atomic.Int64
 	// runEnded wakes Drain when a run ends while draining (cap 1).
 	runEnded chan struct{}
 

@@ -191,6 +191,7 @@ func (sess *session) detach(c *conn) {
 	if sess.conn == c {
 		sess.conn = nil
 		sess.detachedAt.Store(time.Now().UnixNano())
+		sess.cancelAbsentLocked()
 	}
 }
 

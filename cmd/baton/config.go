@@ -29,6 +29,8 @@ type config struct {
 	opts           orchestrator.Options
 	agent          agentConfig
 	auth           authConfig
+	showVersion    bool     // --version: print it and exit
+	envNames       []string // the BATON_* variables the flags are read from
 
 	// from names where a flag's value came from, as an error about it
 	// should name it: "--name", "BATON_NAME" or "OPENAI_BASE_URL". A flag
@@ -44,6 +46,10 @@ func (c *config) src(name string) string {
 	return "--" + name
 }
 
+// fromEnv reports whether flag name is also read from the environment:
+// every flag but --version, which only the command line asks for.
+func fromEnv(name string) bool { return name != "version" }
+
 // envName is the environment variable that sets flag name.
 func envName(name string) string {
 	return "BATON_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
@@ -54,8 +60,9 @@ const usageHeader = `Usage: baton [flags]
 Baton serves plan → confirm → solve → aggregate pipelines over a WebSocket at /ws
 (liveness at /healthz, readiness at /readyz, Prometheus metrics at /metrics).
 
-Every flag can also be set in the environment as BATON_<NAME>, upper snake case
-(BATON_SESSION_TTL=10m sets --session-ttl); a flag on the command line wins.
+Every flag but --version can also be set in the environment as BATON_<NAME>, upper
+snake case (BATON_SESSION_TTL=10m sets --session-ttl); a flag on the command line
+wins. A BATON_* variable that names no flag is warned about at start.
 With --model openai the API key is read from OPENAI_API_KEY (never a flag), and
 OPENAI_BASE_URL is the endpoint when --openai-base-url (or BATON_OPENAI_BASE_URL)
 is not set.
@@ -102,12 +109,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version (and the Go toolchain and commit it was built with) and exit")
 	agentFlags(fs, &o.Loop, &c.agent)
 	authFlags(fs, &c.auth, &o.Budget)
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
+		if !fromEnv(f.Name) {
+			return
+		}
 		name := envName(f.Name)
+		c.envNames = append(c.envNames, name)
 		v := getenv(name)
 		if v == "" || envErr != nil {
 			return
@@ -117,9 +129,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		}
 		c.from[f.Name] = name
 	})
-	if envErr != nil {
-		return c, envErr
-	}
 	// The OpenAI SDKs' own variables, below Baton's flags and BATON_* ones.
 	c.openai.APIKey = getenv("OPENAI_API_KEY")
 	if c.openai.BaseURL == "" && getenv("OPENAI_BASE_URL") != "" {
@@ -134,12 +143,19 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.VisitAll(func(f *flag.Flag) { f.Value = &reported{Value: f.Value, name: f.Name, bad: &bad} })
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		if bad == nil {
+		if bad == nil && envErr == nil {
 			fmt.Fprint(stderr, usageHeader)
 			printFlags(stderr, fs)
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err == nil && c.showVersion {
+		return c, nil // whatever else the settings say: --version only prints
+	}
+	if envErr != nil {
+		return c, envErr
+	}
+	if err != nil {
 		if bad != nil {
 			return c, bad
 		}

@@ -155,7 +155,7 @@ func TestDrainTimeout(t *testing.T) {
 // well before the stopped node's 3 s liveness lease could have lapsed —
 // at once when the client, closed with 1012, resumes there, or on that
 // node's next look for orphans when no client is attached — and the run
-// finishes there.
+// finishes there. A logs the run's end here as handed_over.
 func TestClusterDrainHandsOver(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
@@ -223,11 +223,129 @@ func TestClusterDrainHandsOver(t *testing.T) {
 					return strings.Contains(b.log.String(), `msg="run ended" outcome=succeeded`)
 				})
 			}
-			for _, want := range []string{"draining: clients closed to resume elsewhere", "stopped"} {
+			// A logged (and counted) the run it stopped as handed over,
+			// not as a cancelled one.
+			for _, want := range []string{"draining: clients closed to resume elsewhere", `msg="run ended" outcome=handed_over`, "stopped"} {
 				if !strings.Contains(a.log.String(), want) {
 					t.Errorf("A's log lacks %q", want)
 				}
 			}
+			if strings.Contains(a.log.String(), "outcome=cancelled") {
+				t.Errorf("A logged a run as cancelled:\n%s", a.log.String())
+			}
 		})
 	}
+}
+
+// TestDrainCancelsRunsWaitingOnAbsentUsers: with the memory store, a run
+// that waits on its user while no connection is attached cannot finish —
+// no one can connect to answer — so the drain cancels it at once (reason
+// user_absent) instead of waiting out --drain-timeout: when it already
+// waits at the drain's start, when its client leaves during the drain,
+// or when it comes to ask during the drain with no one attached. A run
+// without a client that computes, or whose question expires within the
+// drain, is waited for as before.
+func TestDrainCancelsRunsWaitingOnAbsentUsers(t *testing.T) {
+	t.Parallel()
+	const drain = 30 * time.Second
+	tests := []struct {
+		name string
+		args []string
+		// before brings the run where the test wants it, then stops the
+		// server; it returns the client if one is still attached.
+		before func(t *testing.T, s *drainingServer, c *conn)
+		// during acts on the drain once it has begun (nil: nothing).
+		during           func(t *testing.T, s *drainingServer, c *conn)
+		outcome, reason  string
+		cancelsForAbsent bool // "draining: cancelling a run that waits on a user …" is logged
+	}{
+		{
+			name: "waits at the drain's start",
+			before: func(t *testing.T, s *drainingServer, c *conn) {
+				runToConfirm(t, c, "Compare three databases")
+				leave(t, s, c)
+			},
+			outcome: "cancelled", reason: "user_absent", cancelsForAbsent: true,
+		},
+		{
+			name: "its client leaves during the drain",
+			before: func(t *testing.T, s *drainingServer, c *conn) {
+				runToConfirm(t, c, "Compare three databases")
+			},
+			during: func(t *testing.T, s *drainingServer, c *conn) {
+				leave(t, s, c)
+			},
+			outcome: "cancelled", reason: "user_absent", cancelsForAbsent: true,
+		},
+		{
+			name: "asks during the drain with no one attached",
+			before: func(t *testing.T, s *drainingServer, c *conn) {
+				c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{
+					sleepTask("a", "300ms"), failTask("b", "[sim:fail=permanent*1]", "a")}})
+				c.until(wsproto.EventSolverStart)
+				leave(t, s, c)
+			},
+			outcome: "cancelled", reason: "user_absent", cancelsForAbsent: true,
+		},
+		{
+			name: "computes with no one attached",
+			before: func(t *testing.T, s *drainingServer, c *conn) {
+				c.send("user.solve_tasks", map[string]any{"tasks": []wsproto.Task{sleepTask("a", "300ms"), sleepTask("b", "1ms", "a")}})
+				c.until(wsproto.EventSolverStart)
+				leave(t, s, c)
+			},
+			outcome: "succeeded",
+		},
+		{
+			name: "its question expires within the drain",
+			args: []string{"--confirm-timeout", "500ms"},
+			before: func(t *testing.T, s *drainingServer, c *conn) {
+				runToConfirm(t, c, "Compare three databases")
+				leave(t, s, c)
+			},
+			outcome: "confirm_timeout",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := startDraining(t, append([]string{"--drain-timeout", drain.String()}, tt.args...)...)
+			c, _ := connect(t, s.base)
+			tt.before(t, s, c)
+			began := time.Now()
+			s.stop()
+			if tt.during != nil {
+				eventually(t, "the drain to begin", func() bool { code, _ := readyz(t, s.base); return code == http.StatusServiceUnavailable })
+				tt.during(t, s, c)
+			}
+			// Well before the drain timeout: each of these runs ends in
+			// about a second at most.
+			took := s.waitStopped(t, began, 10*time.Second)
+			t.Logf("Baton exited %s after the stop (--drain-timeout %s)", took, drain)
+			want := map[string]any{"outcome": tt.outcome}
+			if tt.reason != "" {
+				want["reason"] = tt.reason
+			}
+			if s.log.find(t, "run ended", want) == nil {
+				t.Errorf("no log \"run ended\" %v:\n%s", want, s.log.String())
+			}
+			const cancelling = "draining: cancelling a run that waits on a user who is not connected"
+			if got := s.log.find(t, cancelling, nil) != nil; got != tt.cancelsForAbsent {
+				t.Errorf("logged %q: %v, want %v", cancelling, got, tt.cancelsForAbsent)
+			}
+			if s.log.find(t, "drained: every run has ended", nil) == nil {
+				t.Errorf("the drain did not end with every run ended")
+			}
+		})
+	}
+}
+
+// leave closes the client's connection and waits until the server has
+// let it go.
+func leave(t *testing.T, s *drainingServer, c *conn) {
+	t.Helper()
+	c.ws.Close(websocket.StatusNormalClosure, "")
+	eventually(t, "the server to let the client go", func() bool {
+		return s.log.find(t, "connection closed", map[string]any{"end": "client closed"}) != nil
+	})
 }

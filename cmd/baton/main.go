@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/baton                 # :8080, simulated model
 //	go run ./cmd/baton --help          # every flag; each is also BATON_<NAME>
+//	go run ./cmd/baton --version       # baton 0.1.0+dev (go1.26.8, commit abc1234)
 package main
 
 import (
@@ -35,7 +36,8 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	ctx := withEnviron(context.Background(), os.Environ())
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "baton:", err)
 		os.Exit(1)
 	}
@@ -122,7 +124,9 @@ type wrapHandlerKey struct{}
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
 // writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
-// to stdout.
+// to stdout; with --version it writes the version line there and returns.
+// When ctx carries the environment's variable names (withEnviron, as main
+// gives it), a BATON_* one that names no setting is warned about.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	c, err := parseConfig(args, getenv, stderr)
 	if err != nil {
@@ -130,6 +134,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return nil
 		}
 		return fmt.Errorf("configure: %w", err)
+	}
+	if c.showVersion {
+		fmt.Fprintln(stdout, currentBuild())
+		return nil
 	}
 	var level slog.Level
 	level.UnmarshalText([]byte(c.logLevel)) // checked by parseConfig
@@ -140,6 +148,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(h)
 	c.opts.Logger = log
+	warnUnknownEnv(ctx, log, c.envNames)
 
 	m, err := models(c)
 	if err != nil {
@@ -178,7 +187,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		orch.Close(context.Background())
 		return fmt.Errorf("listen on %s %q: %w", c.src("addr"), c.addr, err)
 	}
-	handler := routes(orch, met.Handler(), readiness(orch, pingStore, log))
+	handler := routes(orch, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version)
 	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
 		handler = wrap(handler)
 	}
@@ -255,6 +264,7 @@ func joinCluster(ctx context.Context, c config, log *slog.Logger) (cl *redisstor
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w (want redis://[:password@]host:port/db)", c.src("redis-url"), err)
 	}
+	logRedisTo(log)
 	rdb := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

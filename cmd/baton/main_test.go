@@ -305,6 +305,7 @@ func health(t *testing.T, base string) int { return healthz(t, base).Sessions }
 
 type healthReport struct {
 	Status      string `json:"status"`
+	Version     string `json:"version"`
 	Sessions    int    `json:"sessions"`
 	Connections int    `json:"connections"`
 }

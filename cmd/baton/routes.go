@@ -16,14 +16,16 @@ import (
 )
 
 // routes is Baton's whole HTTP surface. ready says why Baton should get no
-// new clients now, "" when it should (readiness).
-func routes(orch *orchestrator.Server, metrics http.Handler, ready func(context.Context) string) http.Handler {
+// new clients now, "" when it should (readiness); version is what /healthz
+// says Baton is (buildInfo.Version).
+func routes(orch *orchestrator.Server, metrics http.Handler, ready func(context.Context) string, version string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", orch)
 	mux.Handle("GET /", web.Handler()) // the UI, and the JS client at /baton-client.js
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "sessions": orch.Sessions(), "connections": orch.Connections()})
+		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version,
+			"sessions": orch.Sessions(), "connections": orch.Connections()})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
