@@ -13,20 +13,19 @@ import (
 	"time"
 
 	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/internal/skipreport"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/checksum-chain.json")
 
 // nodeBin returns the node binary. Without it the JavaScript tests are
-// skipped, loudly — unless CI is set, where they must run.
+// skipped and reported (internal/skipreport) — unless CI is set, where
+// they fail.
 func nodeBin(t *testing.T) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("node (≥ 20) is needed to test web/static/baton-client.js: %v", err)
-		}
-		t.Skipf("SKIPPED: node (≥ 20) is needed to test web/static/baton-client.js (%v); set CI to fail instead", err)
+		skipreport.Skip(t, "node not found: install Node ≥ 20 (Debian's nodejs) to test web/static/baton-client.js")
 	}
 	return node
 }
