@@ -57,10 +57,9 @@ func TestLines(t *testing.T) {
 // Fatalf end its goroutine as testing's do.
 type fakeT struct {
 	testing.TB
-	name             string
-	skipped, failed  string
-	cleanups         []func()
-	reportsInstalled bool
+	name            string
+	skipped, failed string
+	cleanups        []func()
 }
 
 func (f *fakeT) Helper()          {}
