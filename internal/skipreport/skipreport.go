@@ -3,13 +3,13 @@
 // Chromium), and says so after the tests, one line per reason, even
 // where the go command hides the test binary's output:
 //
-//	SKIPPED 21 tests in ./redisstore: redis-server not found: install Debian's redis-server to run the Redis tests
+//	SKIPPED 19 tests in ./redisstore: redis-server not found: install Debian's redis-server (7.0 or later) to run the Redis tests
 //
 // A helper that finds the program missing calls Skip. When the
 // environment variable CI is set to anything, Skip fails the test instead:
 // CI never passes without running every test. A package whose tests can
-// skip so wraps its TestMain's M with Reporting, inside whatever else
-// wraps it:
+// skip this way wraps its TestMain's M with Reporting (Skip fails a test
+// of a package that does not), inside whatever else wraps it:
 //
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
 //
