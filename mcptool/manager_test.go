@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
 	"github.com/baton-run/baton/tool"
@@ -456,17 +457,25 @@ func TestClose(t *testing.T) {
 		pids = append(pids, s.liveConn().proc.pid())
 	}
 	long := findTool(t, m, "ev__trigger-long-running-operation")
+	executing := serverExecutes(t, m.servers[0], long)
 	type result struct {
 		out string
 		err error
 	}
 	inFlight := make(chan result, 1)
 	go func() {
-		out, err := long.Call(context.Background(), json.RawMessage(`{"duration":60,"steps":2}`))
+		// 600 steps of 100 ms: a progress notification every step, and
+		// nearly a minute before the result.
+		out, err := long.Call(context.Background(), json.RawMessage(`{"duration":60,"steps":600}`))
 		inFlight <- result{out, err}
 	}()
-	// Let the call reach the server.
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-executing:
+	case r := <-inFlight:
+		t.Fatalf("the long call ended before Close: %q, %v", r.out, r.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server sent no progress of the long call within 30s")
+	}
 
 	began := time.Now()
 	if err := m.Close(); err != nil {
@@ -498,6 +507,35 @@ func TestClose(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	goleak.VerifyNone(t)
+}
+
+// serverExecutes returns a channel closed once s's process reports progress
+// on a call of tl: the call has reached the server, which is executing it.
+// The calls of tl carry a progress token from then on (the server sends
+// progress only when asked).
+func serverExecutes(t *testing.T, s *server, tl tool.Tool) <-chan struct{} {
+	t.Helper()
+	remote := tl.(*mcpTool).remote
+	s.client.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CallToolParams); ok && method == "tools/call" && p.Name == remote {
+				p.SetProgressToken("progress-of-" + remote)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	executing := make(chan struct{})
+	var once sync.Once
+	s.client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.ProgressNotificationParams); ok && method == "notifications/progress" &&
+				p.ProgressToken == "progress-of-"+remote {
+				once.Do(func() { close(executing) })
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return executing
 }
 
 func TestStartErrors(t *testing.T) {

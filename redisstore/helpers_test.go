@@ -15,10 +15,11 @@ import (
 
 	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/internal/skipreport"
 	"github.com/baton-run/baton/redisstore"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
 
 // waitTimeout bounds every wait of these tests.
 const waitTimeout = 10 * time.Second

@@ -32,12 +32,24 @@ func (m gated) Turn(ctx context.Context, in *Turn, progress func(float64, string
 // after 10 s.
 func waitLine(t *testing.T, rec *recorder, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for index(rec.events(), line) < 0 {
-		if time.Now().After(deadline) {
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for {
+		rec.mu.Lock()
+		logged := index(rec.lines, line) >= 0
+		if rec.changed == nil {
+			rec.changed = make(chan struct{})
+		}
+		changed := rec.changed
+		rec.mu.Unlock()
+		if logged {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
 			t.Fatalf("no %q in %q", line, rec.events())
 		}
-		time.Sleep(time.Millisecond) // polling a condition that stays true
 	}
 }
 

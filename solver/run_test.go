@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type recorder struct {
 	mu      sync.Mutex // guards the fields below
 	lines   []string
+	changed chan struct{} // closed at the next line; made by the first waitLine
 	running int
 	peak    int
 
@@ -39,6 +40,10 @@ type recorder struct {
 func (r *recorder) log(format string, args ...any) {
 	r.mu.Lock()
 	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
 	r.mu.Unlock()
 }
 

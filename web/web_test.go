@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/baton-run/baton/internal/skipreport"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
 
 func TestHandler(t *testing.T) {
 	srv := startServer(t, 0, nil)

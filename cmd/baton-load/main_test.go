@@ -20,13 +20,14 @@ import (
 	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/buffer/buffertest"
 	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/internal/skipreport"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/redisstore"
 	"github.com/baton-run/baton/solver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
 
 // baton starts an in-process Baton with the simulated model.
 func baton(t *testing.T) string { return batonWith(t, orchestrator.Options{}) }

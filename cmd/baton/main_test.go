@@ -18,6 +18,7 @@ import (
 
 	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/asyncapitest"
+	"github.com/baton-run/baton/internal/skipreport"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -25,7 +26,7 @@ import (
 // server is shut down through run's context, which must leave nothing), or,
 // when every test ran, if docs/asyncapi.yaml has an event the suite never
 // produced (wire_test.go).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(wireCovered{m}) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(wireCovered{m})) }
 
 // wireCovered runs the tests, then checks what they validated.
 type wireCovered struct{ m *testing.M }

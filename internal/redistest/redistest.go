@@ -4,8 +4,9 @@
 // process and the port; what the tests store in it is theirs.
 //
 // Without redis-server on PATH (Debian's redis-server package) a test that
-// needs it is skipped, loudly, or fails when the environment variable CI is
-// set, so CI never passes without running the Redis tests.
+// needs it is skipped, and counted in the package's skip report, or fails
+// when the environment variable CI is set, so CI never passes without
+// running the Redis tests (see internal/skipreport).
 package redistest
 
 import (
@@ -23,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-run/baton/internal/skipreport"
 )
 
 // startTimeout bounds how long a redis-server may take to answer PING.
@@ -40,16 +43,13 @@ type Server struct {
 }
 
 // Start runs a redis-server for t and stops it when t ends. It skips t (or
-// fails it when CI is set) when redis-server is not installed.
+// fails it when CI is set) when redis-server is not installed; the
+// package's TestMain must wrap its M with skipreport.Reporting.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		const msg = "redis-server not found: install Debian's redis-server to run the Redis tests"
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (%v)", msg, err)
-		}
-		t.Skipf("%s (%v); skipped (set CI to fail instead)", msg, err)
+		skipreport.Skip(t, "redis-server not found: install Debian's redis-server (7.0 or later) to run the Redis tests")
 	}
 	s := &Server{bin: bin, dir: t.TempDir()}
 	// A port found free may be taken before redis-server binds it; try

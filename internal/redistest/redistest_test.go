@@ -12,9 +12,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/internal/skipreport"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
 
 // TestServer: a started server answers; Restart brings it back empty on
 // the same address; Kill stops it.
