@@ -242,13 +242,19 @@ func (p *page) logSeqs() []int {
 // pictures come from there), else in the test's temporary directory.
 func (p *page) screenshot(name string) {
 	p.t.Helper()
+	p.saveScreenshot(name, chromedp.FullScreenshot(100))
+}
+
+// saveScreenshot saves what capture takes as screenshot does.
+func (p *page) saveScreenshot(name string, capture chromedp.Action[[]byte]) {
+	p.t.Helper()
 	dir := os.Getenv("BATON_SCREENSHOTS")
 	if dir == "" {
 		dir = p.t.TempDir()
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, pageTimeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
 	}
