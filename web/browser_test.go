@@ -249,8 +249,11 @@ func (p *page) screenshot(name string) {
 func (p *page) saveScreenshot(name string, capture chromedp.Action[[]byte]) {
 	p.t.Helper()
 	dir := os.Getenv("BATON_SCREENSHOTS")
-	if dir == "" {
+	switch {
+	case dir == "":
 		dir = p.t.TempDir()
+	case !filepath.IsAbs(dir):
+		dir = filepath.Join("..", dir) // from the repository's root, where the README's command runs
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, pageTimeout)
 	defer cancel()
