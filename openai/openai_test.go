@@ -446,3 +446,24 @@ func TestCheckModel(t *testing.T) {
 		})
 	}
 }
+
+// A reply without a summary gets one that an edit of the plan cannot make
+// untrue: no task count (planner.Plan).
+func TestPlanSummaryFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name, reply, want string
+	}{
+		{name: "the model's summary", reply: planJSON, want: "Two parts then combine"},
+		{name: "no summary", reply: strings.Replace(planJSON, `"summary":"Two parts then combine",`, "", 1), want: "Plan ready"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := parsePlan(tc.reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Summary != tc.want {
+				t.Errorf("summary %q, want %q", p.Summary, tc.want)
+			}
+		})
+	}
+}

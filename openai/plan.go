@@ -135,7 +135,8 @@ func parsePlan(text string) (planner.Plan, error) {
 	}
 	wsproto.NormalizeTasks(p.Tasks)
 	if p.Summary == "" {
-		p.Summary = fmt.Sprintf("Plan ready: %d tasks", len(p.Tasks))
+		// Not the task count: the user may edit the plan (planner.Plan).
+		p.Summary = "Plan ready"
 	}
 	return planner.Plan{Summary: p.Summary, Tasks: p.Tasks}, nil
 }

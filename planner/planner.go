@@ -21,6 +21,10 @@ import (
 
 // Plan is a planner's proposal.
 type Plan struct {
+	// Summary says what the plan is for, in a sentence. It is the run's
+	// plan_summary for as long as the run lasts, also after the user
+	// edits the plan at confirmation or an adjustment changes it, so
+	// Baton's own summaries state nothing those change (no task count).
 	Summary string
 	Tasks   []wsproto.Task
 	Usage   wsproto.Usage
@@ -146,7 +150,7 @@ func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, e
 		step(s)
 	}
 	return Plan{
-		Summary: fmt.Sprintf("Plan ready: %d tasks for %q%s", n, topic, revised),
+		Summary: fmt.Sprintf("Plan ready for %q%s", topic, revised),
 		Tasks:   tasks,
 	}, nil
 }

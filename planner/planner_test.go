@@ -3,10 +3,12 @@ package planner_test
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/baton-run/baton/failure"
+	"github.com/baton-run/baton/internal/sim"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -67,6 +69,40 @@ func TestSimPlanWithFeedback(t *testing.T) {
 	}
 	if again := plan("something else", "fewer museums"); !reflect.DeepEqual(again, revised) {
 		t.Errorf("the last feedback decides: %+v vs %+v", again, revised)
+	}
+}
+
+// The summary stays the run's plan_summary after the user edits the plan
+// or an adjustment changes it, so it must not count the tasks: "Plan
+// ready: 6 tasks" read untrue beside the 4 a user kept.
+func TestSimPlanSummaryStatesNoCount(t *testing.T) {
+	count := regexp.MustCompile(`\b\d+ tasks?\b`)
+	p := &planner.Sim{}
+	for _, tc := range []struct {
+		name     string
+		request  string
+		feedback []string
+	}{
+		{name: "a request", request: "Plan a weekend trip to Lisbon"},
+		{name: "a request with numbers", request: "Compare 3 laptops under 1000 euros"},
+		{name: "planned again", request: "Plan a weekend trip to Lisbon", feedback: []string{"fewer museums"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := planner.Request{Text: tc.request, Attempt: 1}
+			for _, f := range tc.feedback {
+				req.Rejected = append(req.Rejected, planner.Rejection{Feedback: f})
+			}
+			plan, err := p.Plan(t.Context(), req, func(string) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := count.FindString(plan.Summary); m != "" {
+				t.Errorf("the summary %q counts the tasks (%q): an edit of the plan makes that untrue", plan.Summary, m)
+			}
+			if !strings.Contains(plan.Summary, sim.Topic(tc.request, 60)) {
+				t.Errorf("the summary %q does not say what the plan is for", plan.Summary)
+			}
+		})
 	}
 }
 

@@ -241,13 +241,22 @@ func (p *page) logSeqs() []int {
 // pictures come from there), else in the test's temporary directory.
 func (p *page) screenshot(name string) {
 	p.t.Helper()
+	p.saveScreenshot(name, chromedp.FullScreenshot(100))
+}
+
+// saveScreenshot saves what capture takes as screenshot does.
+func (p *page) saveScreenshot(name string, capture chromedp.Action[[]byte]) {
+	p.t.Helper()
 	dir := os.Getenv("BATON_SCREENSHOTS")
-	if dir == "" {
+	switch {
+	case dir == "":
 		dir = p.t.TempDir()
+	case !filepath.IsAbs(dir):
+		dir = filepath.Join("..", dir) // from the repository's root, where the README's command runs
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, pageTimeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
 	}

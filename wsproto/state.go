@@ -41,6 +41,12 @@ type TaskState struct {
 	Attempt int    `json:"attempt"`
 	Result  string `json:"result,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// SkipReason and SkipDependency say why a skipped task did not run:
+	// the reason and dependency of its solver.skipped (dependency_failed
+	// and the task that did not complete, or synthesized and no
+	// dependency). Both are empty unless the task is skipped.
+	SkipReason     string `json:"skip_reason,omitempty"`
+	SkipDependency string `json:"skip_dependency,omitempty"`
 	// Todo is the task's todo list, nil until it has one.
 	Todo *TodoList `json:"todo"`
 }
@@ -163,16 +169,17 @@ func (s *State) Apply(event string, meta any) {
 		}
 	case SolverSkipped:
 		if t := s.task(m.RunID, m.TaskID); t != nil {
-			t.Status = TaskSkipped
+			t.Status, t.SkipReason, t.SkipDependency = TaskSkipped, m.Reason, m.Dependency
 		}
 	case SolverRestarted:
-		// The task waits to run again: its result and error are gone, its
-		// attempt count and todo list carry on, and a question it had
-		// open is withdrawn.
+		// The task waits to run again: its result, error and skip reason
+		// are gone, its attempt count and todo list carry on, and a
+		// question it had open is withdrawn.
 		if r := s.run(m.RunID); r != nil {
 			r.PendingConfirm = dropConfirms(r.PendingConfirm, func(c UserConfirm) bool { return c.TaskID == m.TaskID })
 			if t := r.task(m.TaskID); t != nil {
 				t.Status, t.Result, t.Error = TaskPending, "", ""
+				t.SkipReason, t.SkipDependency = "", ""
 			}
 		}
 	case ExecutionError:

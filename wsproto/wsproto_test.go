@@ -273,6 +273,56 @@ func TestStateRestarted(t *testing.T) {
 	}
 }
 
+// A skipped task keeps why, as solver.skipped said it, until it is
+// restarted: a snapshot tells a resynced client what the events told.
+func TestStateSkipReason(t *testing.T) {
+	tasks := []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}, {ID: "b", Title: "B", DependsOn: []string{"a"}}}
+	for _, tc := range []struct {
+		name           string
+		events         []any // metadata, in order, after BeginSolving
+		reason, depend string
+		status         string
+	}{
+		{name: "a dependency failed", events: []any{
+			&wsproto.SolverSkipped{RunID: "r", TaskID: "b", Reason: wsproto.ReasonDependencyFailed, Dependency: "a"},
+		}, reason: wsproto.ReasonDependencyFailed, depend: "a", status: wsproto.TaskSkipped},
+		{name: "the run synthesized early", events: []any{
+			&wsproto.SolverSkipped{RunID: "r", TaskID: "b", Reason: wsproto.ReasonSynthesized},
+		}, reason: wsproto.ReasonSynthesized, status: wsproto.TaskSkipped},
+		{name: "restarted: the reason is gone", events: []any{
+			&wsproto.SolverSkipped{RunID: "r", TaskID: "b", Reason: wsproto.ReasonDependencyFailed, Dependency: "a"},
+			&wsproto.SolverRestarted{RunID: "r", TaskID: "b", Reason: wsproto.ReasonUserRestart},
+		}, status: wsproto.TaskPending},
+		{name: "another run's skip changes nothing", events: []any{
+			&wsproto.SolverSkipped{RunID: "other", TaskID: "b", Reason: wsproto.ReasonSynthesized},
+		}, status: wsproto.TaskPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s wsproto.State
+			s.BeginSolving("r", "", tasks)
+			for _, m := range tc.events {
+				event := wsproto.EventSolverSkipped
+				if _, ok := m.(*wsproto.SolverRestarted); ok {
+					event = wsproto.EventSolverRestarted
+				}
+				s.Apply(event, m)
+			}
+			b := s.Run.Tasks[1]
+			if b.Status != tc.status || b.SkipReason != tc.reason || b.SkipDependency != tc.depend {
+				t.Errorf("task b: status %q, skip_reason %q, skip_dependency %q; want %q, %q, %q",
+					b.Status, b.SkipReason, b.SkipDependency, tc.status, tc.reason, tc.depend)
+			}
+			raw, err := json.Marshal(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has := strings.Contains(string(raw), `"skip_reason"`); has != (tc.reason != "") {
+				t.Errorf("the snapshot's task %s: skip_reason present %v, want %v", raw, has, tc.reason != "")
+			}
+		})
+	}
+}
+
 // A solver.start of an unknown run begins it: that is how a
 // user.solve_tasks run, which has no plan events, first shows.
 func TestSolveTasksRunBeginsAtSolverStart(t *testing.T) {

@@ -256,7 +256,7 @@ func newRequest(message string, tasks []task, key string) (request, error) {
 // planEvents are a user.message run's events up to its confirmation.
 func planEvents(req request, id ids) []event {
 	run := id.run()
-	summary := fmt.Sprintf("Plan ready: %d tasks for %q", len(req.tasks), req.message)
+	summary := fmt.Sprintf("Plan ready for %q", req.message) // as the simulated planner words it
 	steps := []string{
 		fmt.Sprintf("Read the request (%d characters)", utf8.RuneCountInString(req.message)),
 		fmt.Sprintf("Split the work into %d tasks", len(req.tasks)),

@@ -97,6 +97,10 @@ function render() {
   $("phase").textContent = state.phase;
   $("phase").dataset.phase = state.phase;
   $("plan-summary").textContent = run.plan_summary || run.request;
+  // The tasks as they stand, not as planned: an edit at confirmation or an
+  // adjustment changes them. While the plan awaits confirmation the editor
+  // shows the draft, so the tally waits too.
+  $("plan-tally").textContent = state.phase === "awaiting_confirm" ? "" : tally(run);
   const decision = run.last_decision;
   $("decision").hidden = !decision;
   if (decision) $("decision").textContent = `After ${decision.after_task}: ${decision.action} — ${decision.reason}`;
@@ -112,9 +116,30 @@ function render() {
   $("run-status").textContent = run.status ? `(${run.status}${run.cancel_reason ? `: ${run.cancel_reason}` : ""})` : "";
   const shown = $("final-answer");
   if (shown.dataset.text !== (answer ?? "")) {
+    const appeared = !shown.dataset.text && !!answer;
     shown.dataset.text = answer ?? "";
     shown.replaceChildren(renderMarkdown(document, answer ?? ""));
+    // The answer is what the run was for: bring it into view when it comes
+    // (below a long board, or on a phone, it would land out of sight).
+    if (appeared) {
+      const still = matchMedia("(prefers-reduced-motion: reduce)").matches;
+      $("answer-section").scrollIntoView({ block: "start", behavior: still ? "auto" : "smooth" });
+    }
   }
+}
+
+const TALLY_ORDER = ["completed", "running", "retrying", "pending", "failed", "skipped", "cancelled"];
+
+/** tally is "5 tasks · 3 completed · 2 pending", and the plan's version once an adjustment changed it. */
+function tally(run) {
+  const n = run.tasks.length;
+  if (!n) return "";
+  const count = new Map();
+  for (const t of run.tasks) count.set(t.status, (count.get(t.status) ?? 0) + 1);
+  const parts = [`${n} task${n > 1 ? "s" : ""}`];
+  for (const st of TALLY_ORDER) if (count.get(st)) parts.push(`${count.get(st)} ${st}`);
+  if (run.plan_version > 1) parts.push(`plan v${run.plan_version}`);
+  return parts.join(" · ");
 }
 
 // ---- The connection indicator.
@@ -125,6 +150,7 @@ function renderConnection() {
   el.dataset.seq = String(client.lastSeq);
   el.textContent = `${client.connection} · seq ${client.lastSeq}`;
   $("session").textContent = client.sessionId ? client.sessionId : "";
+  $("session").title = client.sessionId ? `session ${client.sessionId}` : "session id";
 }
 
 // ---- The event log: every sequenced event once, in seq order, and every

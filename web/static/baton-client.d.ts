@@ -69,6 +69,10 @@ export interface TaskState extends Task {
   attempt: number;
   result?: string;
   error?: string;
+  /** Why a skipped task did not run: solver.skipped's reason ("dependency_failed", "synthesized"). */
+  skip_reason?: string;
+  /** For dependency_failed: the dependency that did not complete. */
+  skip_dependency?: string;
   todo: TodoList | null;
   // What the event stream adds for a UI (not in a snapshot; a resync
   // starts them afresh):

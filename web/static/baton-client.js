@@ -36,7 +36,7 @@
  * @typedef {{run_id: string, step_id: string, kind: string, expires_at: string,
  *   [field: string]: any}} Confirm  the metadata of an open agent.user_confirm
  * @typedef {Task & {depends_on: string[], status: TaskStatus, attempt: number, result?: string,
- *   error?: string, todo: TodoList|null, progress: number, progress_message: string,
+ *   error?: string, skip_reason?: string, skip_dependency?: string, todo: TodoList|null, progress: number, progress_message: string,
  *   retry_at: number|null, tool_calls: ToolCallState[]}} TaskState
  * @typedef {{step_id: string, task_id?: string, question: string, text: string}} AnswerState
  * @typedef {{run_id: string, after_task: string, action: string, reason: string, details?: unknown[]}} Decision
@@ -400,7 +400,12 @@ export function reduce(state, frame) {
         withTask(run, m.task_id, (t) => { t.status = "cancelled"; t.retry_at = null; });
       });
     case "solver.skipped":
-      return taskEvent(state, m, (t) => { t.status = "skipped"; });
+      return taskEvent(state, m, (t) => {
+        t.status = "skipped";
+        t.skip_reason = str(m.reason);
+        if (str(m.dependency)) t.skip_dependency = m.dependency;
+        else delete t.skip_dependency;
+      });
     case "solver.restarted":
       // The task waits to run again: its result and error are gone, its
       // attempt count and todo list carry on, a question it had is withdrawn.
@@ -410,6 +415,8 @@ export function reduce(state, frame) {
           t.status = "pending";
           delete t.result;
           delete t.error;
+          delete t.skip_reason;
+          delete t.skip_dependency;
           t.progress = 0;
           t.progress_message = "";
           t.retry_at = null;
@@ -541,6 +548,8 @@ export function fromSnapshot(snapshot) {
     task.attempt = num(t.attempt);
     if (str(t.result)) task.result = t.result;
     if (str(t.error)) task.error = t.error;
+    if (str(t.skip_reason)) task.skip_reason = t.skip_reason;
+    if (str(t.skip_dependency)) task.skip_dependency = t.skip_dependency;
     task.todo = t.todo ? { version: num(t.todo.version), items: arr(t.todo.items).map(todoItem) } : null;
     return task;
   });
@@ -604,6 +613,8 @@ export function toSnapshot(state) {
         const out = { ...taskJSON(t), status: t.status, attempt: t.attempt };
         if (str(t.result)) out.result = t.result;
         if (str(t.error)) out.error = t.error;
+        if (str(t.skip_reason)) out.skip_reason = t.skip_reason;
+        if (str(t.skip_dependency)) out.skip_dependency = t.skip_dependency;
         out.todo = t.todo ? { version: t.todo.version, items: t.todo.items.map(todoItem) } : null;
         return out;
       }),

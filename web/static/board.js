@@ -39,7 +39,7 @@ export class Board {
       for (const t of tasks) {
         const d = depth.get(t.id) ?? 0;
         while (columns.length <= d) columns.push(h("div", { class: "column" }));
-        columns[d].append(this.card(t, solving)); // moves an existing card
+        columns[d].append(this.card(t, solving, skipWhy(t, tasks))); // moves an existing card
       }
       this.root.replaceChildren(...columns);
       for (const id of [...this.cards.keys()]) {
@@ -47,15 +47,15 @@ export class Board {
       }
       return;
     }
-    for (const t of tasks) this.card(t, solving);
+    for (const t of tasks) this.card(t, solving, skipWhy(t, tasks));
   }
 
   /** card returns the task's card, rebuilt in place when the task changed. */
-  card(t, solving) {
-    const key = JSON.stringify([t, solving]);
+  card(t, solving, why) {
+    const key = JSON.stringify([t, solving, why]);
     const have = this.cards.get(t.id);
     if (have && have.key === key) return have.el;
-    const el = this.build(t, solving);
+    const el = this.build(t, solving, why);
     if (have) {
       // Keep what the user opened (tool calls, a long result) open.
       for (const d of have.el.querySelectorAll("details[open]")) {
@@ -68,7 +68,7 @@ export class Board {
     return el;
   }
 
-  build(t, solving) {
+  build(t, solving, why) {
     const finished = ["completed", "failed", "skipped", "cancelled"].includes(t.status);
     const active = ["pending", "running", "retrying"].includes(t.status);
     return h("article", { class: `task ${t.status}`, "data-testid": `task-${t.id}`, "data-status": t.status },
@@ -92,6 +92,7 @@ export class Board {
       tools(t),
       t.result ? result(t) : null,
       t.error && t.status !== "completed" ? h("p", { class: "task-error" }, t.error) : null,
+      why ? h("p", { class: "skip-reason", "data-testid": `skip-reason-${t.id}` }, why) : null,
       h("div", { class: "actions" },
         active ? h("button", { type: "button", class: "small", "data-testid": `cancel-task-${t.id}`,
           onclick: () => this.actions.cancelTask(t.id) }, "Cancel") : null,
@@ -101,6 +102,25 @@ export class Board {
 }
 
 const TODO_MARK = { pending: "○", in_progress: "◐", completed: "●", blocked: "✕" };
+
+const ENDED = { failed: "failed", skipped: "was skipped", cancelled: "was cancelled" };
+
+/**
+ * skipWhy says why a skipped task did not run, from its skip_reason (the
+ * solver.skipped's, also in a snapshot); "" for a task that is not skipped.
+ * @param {import("./baton-client.js").TaskState} t
+ * @param {import("./baton-client.js").TaskState[]} tasks
+ */
+export function skipWhy(t, tasks) {
+  if (t.status !== "skipped") return "";
+  if (t.skip_reason === "synthesized") return "Skipped: the agent answered early with what was done.";
+  // dependency_failed; a server too old to say why leaves the first
+  // dependency that did not complete to blame.
+  const dep = t.skip_dependency ?? t.depends_on.find((id) => tasks.find((o) => o.id === id)?.status !== "completed");
+  if (!dep) return "Skipped.";
+  const status = tasks.find((o) => o.id === dep)?.status ?? "";
+  return `Skipped: ${dep} ${ENDED[status] ?? "did not complete"}, and this task needs its result.`;
+}
 
 function todo(t) {
   if (!t.todo || !t.todo.items.length) return null;

@@ -5,6 +5,15 @@
 
 import { h, $ } from "./dom.js";
 
+const FIELD_SIZING = typeof CSS !== "undefined" && CSS.supports("field-sizing", "content");
+
+/** fit makes a textarea as tall as its text, for browsers without field-sizing. */
+function fit(el) {
+  if (FIELD_SIZING) return;
+  el.style.height = "auto";
+  el.style.height = `${el.scrollHeight + el.offsetHeight - el.clientHeight}px`;
+}
+
 export class PlanEditor {
   /**
    * @param {{confirm(stepId: string, tasks: any[] | undefined): void, reject(stepId: string): void, replan(feedback: string): void}} actions
@@ -45,6 +54,8 @@ export class PlanEditor {
       this.renderList();
       this.list.querySelector(`[data-testid="plan-title-${this.draft.tasks.length - 1}"]`)?.focus();
     });
+    // A narrower or wider page wraps the titles anew.
+    addEventListener("resize", () => this.fit());
     $("replan").addEventListener("click", () => {
       const input = /** @type {HTMLInputElement} */ ($("replan-feedback"));
       if (!this.draft || this.draft.sent || !input.value.trim()) return;
@@ -73,7 +84,9 @@ export class PlanEditor {
     // client state drops the confirmation as soon as it is answered, but
     // an edit the server refuses leaves it open there).
     if (this.draft && state.phase !== "awaiting_confirm" && !confirm) this.draft = null;
+    const shown = !this.form.hidden;
     this.form.hidden = !this.draft;
+    if (!shown) this.fit();
   }
 
   /**
@@ -97,8 +110,16 @@ export class PlanEditor {
       h("div", { class: "row" },
         h("input", { class: "pt-id", value: t.id, "aria-label": "id", "data-testid": `plan-id-${i}`, size: 6,
           onchange: (e) => { this.renameTask(i, e.target.value.trim()); } }),
-        h("input", { class: "pt-title grow", value: t.title, placeholder: "Title", "aria-label": "title", "data-testid": `plan-title-${i}`,
-          oninput: (e) => { t.title = e.target.value; } }),
+        // A title wraps rather than scrolls out of sight: a one-line
+        // textarea that grows with its text (a phone is narrow).
+        h("textarea", { class: "pt-title grow", rows: 1, value: t.title, placeholder: "Title", "aria-label": "title",
+          "data-testid": `plan-title-${i}`,
+          onkeydown: (e) => { if (e.key === "Enter") e.preventDefault(); },
+          oninput: (e) => {
+            if (/[\r\n]/.test(e.target.value)) e.target.value = e.target.value.replace(/[\r\n]+/g, " ");
+            t.title = e.target.value;
+            fit(e.target);
+          } }),
         h("button", { type: "button", class: "small danger", "data-testid": `plan-remove-${i}`, title: "Remove this task",
           onclick: () => this.removeTask(i) }, "Remove")),
       h("textarea", { class: "pt-desc", rows: 2, placeholder: "Description", "aria-label": "description", "data-testid": `plan-desc-${i}`,
@@ -115,6 +136,13 @@ export class PlanEditor {
     this.errors.replaceChildren(...general.map((p) => h("span", null, p.message, " ")));
     this.errors.hidden = general.length === 0;
     for (const b of this.form.querySelectorAll("button")) b.disabled = d.sent;
+    this.fit();
+  }
+
+  /** fit sizes the title fields to their text where CSS cannot (field-sizing). */
+  fit() {
+    if (this.form.hidden) return;
+    for (const el of this.list.querySelectorAll("textarea.pt-title")) fit(/** @type {HTMLTextAreaElement} */ (el));
   }
 
   renameTask(i, id) {

@@ -154,8 +154,14 @@ test("solver.cancelled, solver.skipped, solver.restarted", () => {
   assert.equal(task(cancelled, "c").status, "cancelled");
   assert.deepEqual(cancelled.run.pending_confirm.map((c) => c.task_id), ["b"]);
   const skipped = fold([ev("solver.skipped", { run_id: R, task_id: "b", reason: "dependency_failed", dependency: "a" })], base);
-  assert.equal(task(skipped, "b").status, "skipped");
+  assert.deepEqual([task(skipped, "b").status, task(skipped, "b").skip_reason, task(skipped, "b").skip_dependency],
+    ["skipped", "dependency_failed", "a"]);
   assert.equal(skipped.run.pending_confirm.length, 2, "a skip settles no question");
+  const synthesized = fold([ev("solver.skipped", { run_id: R, task_id: "c", reason: "synthesized" })], base);
+  assert.deepEqual([task(synthesized, "c").skip_reason, "skip_dependency" in task(synthesized, "c")], ["synthesized", false]);
+  const again = fold([ev("solver.restarted", { run_id: R, task_id: "b", reason: "user_restart" })], skipped);
+  assert.deepEqual([task(again, "b").status, "skip_reason" in task(again, "b"), "skip_dependency" in task(again, "b")],
+    ["pending", false, false]);
   const restarted = fold([
     ev("error.execution", { run_id: R, task_id: "b", attempt: 4, message: "m" }),
     ev("solver.restarted", { run_id: R, task_id: "a", reason: "user_restart" }),
@@ -285,6 +291,8 @@ test("fromSnapshot and toSnapshot: the snapshot round-trips; the UI extras start
       { id: "a", title: "A", description: "", depends_on: [], status: "completed", attempt: 2, result: "ra",
         todo: { version: 3, items: [{ id: "1", content: "c", status: "completed", tool_calls: 2, note: "n" }] } },
       { id: "b", title: "B", description: "d", depends_on: ["a"], status: "failed", attempt: 1, error: "e", todo: null },
+      { id: "c", title: "C", description: "", depends_on: ["b"], status: "skipped", attempt: 0,
+        skip_reason: "dependency_failed", skip_dependency: "b", todo: null },
     ],
     pending_confirm: [{ run_id: R, step_id: "confirm_task_1", kind: "task_failed", task_id: "b",
       options: ["retry", "skip", "abort"], expires_at: "2026-01-02T03:09:05.123Z" }],
