@@ -25,7 +25,7 @@ export class Board {
   }
 
   /**
-   * @param {import("./baton-client.js").State} state
+   * @param {import("./baton-client.mjs").State} state
    */
   render(state) {
     const run = state.run;

@@ -1,9 +1,12 @@
-// baton-client.js — Baton's dependency-free JavaScript client
+// baton-client.mjs — Baton's dependency-free JavaScript client
 // (docs/protocol.md). One ES module, no imports: copy this file (and
-// baton-client.d.ts for TypeScript) into any browser, Node ≥ 20 or React
-// Native project.
+// baton-client.d.mts for TypeScript) into any browser, Node ≥ 20 or React
+// Native project. The .mjs name makes it an ES module in every Node
+// project, CommonJS ones too; Baton also serves the same bytes as
+// /baton-client.js (and the types as /baton-client.d.ts) for tools that
+// only know .js.
 //
-//   import { BatonClient } from "./baton-client.js";
+//   import { BatonClient } from "./baton-client.mjs";
 //   const client = new BatonClient();           // in a page: this origin's /ws
 //   client.on("state", (state) => render(state));
 //   await client.connect();
@@ -21,7 +24,7 @@
 // client.
 
 // ---------------------------------------------------------------------------
-// Types (the same as baton-client.d.ts)
+// Types (the same as baton-client.d.mts)
 // ---------------------------------------------------------------------------
 
 /**

@@ -1,6 +1,8 @@
-// Type declarations for baton-client.js, Baton's dependency-free
-// JavaScript client (docs/protocol.md). Copy both files into a project;
-// the .js has the same types as JSDoc.
+// Type declarations for baton-client.mjs, Baton's dependency-free
+// JavaScript client (docs/protocol.md). Copy both files into a project:
+// TypeScript finds baton-client.d.mts for "./baton-client.mjs" (and, saved
+// as baton-client.d.ts, for "./baton-client.js"); the .mjs has the same
+// types as JSDoc.
 
 /** A task as the server and the user write it (§5.1). */
 export interface Task {
