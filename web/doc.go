@@ -9,5 +9,6 @@
 // files, each with a Content-Type from its own table, not the machine's.
 // What the client does — resume, dedupe, checksum, ack, the state
 // reducer — is tested with Node's test runner and in headless Chromium
-// against a real server (this package's tests).
+// against a real server (this package's tests); that it works copied into
+// a fresh npm project, too.
 package web
