@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -116,7 +117,7 @@ func download(base string, names, as []string) func(dir string) error {
 				return err
 			}
 			if res.StatusCode != http.StatusOK {
-				return &os.PathError{Op: "GET", Path: base + "/" + name, Err: os.ErrNotExist}
+				return fmt.Errorf("GET %s/%s: %s", base, name, res.Status)
 			}
 			save := name
 			if as != nil {
