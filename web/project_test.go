@@ -102,11 +102,10 @@ func copyFromClone(dir string) error {
 	return nil
 }
 
-// download is `curl -O BASE/NAME` for each name, saved under the names in
-// as (the same names when as is nil).
-func download(base string, names, as []string) func(dir string) error {
+// download is `curl -O BASE/NAME` for each name.
+func download(base string, names ...string) func(dir string) error {
 	return func(dir string) error {
-		for i, name := range names {
+		for _, name := range names {
 			res, err := http.Get(base + "/" + name)
 			if err != nil {
 				return err
@@ -119,11 +118,7 @@ func download(base string, names, as []string) func(dir string) error {
 			if res.StatusCode != http.StatusOK {
 				return fmt.Errorf("GET %s/%s: %s", base, name, res.Status)
 			}
-			save := name
-			if as != nil {
-				save = as[i]
-			}
-			if err := os.WriteFile(filepath.Join(dir, save), b, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 				return err
 			}
 		}
@@ -150,7 +145,7 @@ func TestClientInNodeProject(t *testing.T) {
 		fetch func(dir string) error
 	}{
 		{"copied from the clone", copyFromClone},
-		{"downloaded from Baton", download(srv.URL, clientFiles, nil)},
+		{"downloaded from Baton", download(srv.URL, clientFiles...)},
 	}
 	runs := []struct {
 		name        string

@@ -42,7 +42,7 @@ func TestClientTypes(t *testing.T) {
 		if err := copyFromClone(dir); err != nil {
 			return err
 		}
-		return download(srv.URL, []string{"baton-client.js", "baton-client.d.ts"}, nil)(dir)
+		return download(srv.URL, "baton-client.js", "baton-client.d.ts")(dir)
 	})
 	const imports = "import { BatonClient, type State, type ConnectionState } from "
 	tests := []struct {
