@@ -231,7 +231,12 @@ export interface ClientEvents {
 
 export class BatonClient {
   constructor(options?: ClientOptions);
-  /** Opens the connection (resuming a stored session if there is one) and resolves once system.connected (and any replay or snapshot) arrived. */
+  /**
+   * Opens the connection (resuming a stored session if there is one) and resolves once
+   * system.connected (and any replay or snapshot) arrived. Rejects at once when it could never
+   * connect: no WebSocket implementation (Node 20 without --experimental-websocket), or no url
+   * outside a page.
+   */
   connect(): Promise<void>;
   /** Closes the connection and stops reconnecting. The session stays stored (a later connect resumes it) unless forget is true. */
   close(options?: { forget?: boolean }): void;
