@@ -19,14 +19,14 @@ import (
 var clientFiles = []string{"baton-client.mjs", "baton-client.d.mts"}
 
 // useClient is the body of the scripts below: it connects to the URL in
-// argv and prints what happened as one JSON line. A connect() neither
-// settled within 5 s is reported, not waited for: the old client looped in
-// RECONNECTING forever when Node had no WebSocket.
+// argv and prints what happened as one JSON line. A connect() not
+// settled within 30 s is reported, not waited for: the old client looped
+// in RECONNECTING forever when Node had no WebSocket.
 const useClient = `
   const hasWebSocket = typeof globalThis.WebSocket === "function";
   const client = new BatonClient({ url: process.argv[2] });
   let timer;
-  const late = new Promise((resolve) => { timer = setTimeout(() => resolve("pending"), 5000); });
+  const late = new Promise((resolve) => { timer = setTimeout(() => resolve("pending"), 30000); });
   const outcome = await Promise.race([client.connect().then(() => "connected", (err) => err), late]);
   clearTimeout(timer);
   const report = { hasWebSocket, connection: client.connection, sessionId: client.sessionId };
@@ -136,7 +136,7 @@ func download(base string, names ...string) func(dir string) error {
 func TestClientInNodeProject(t *testing.T) {
 	nodeBin(t)
 	srv := startServer(t, 0, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const noWebSocket = "baton: no WebSocket implementation: run Node ≥ 22, Node 20 with --experimental-websocket, or pass { WebSocket }"
 

@@ -36,7 +36,7 @@ func TestClientTypes(t *testing.T) {
 	nodeBin(t)
 	tsc := filepath.Join(npmtest.Modules(t), "typescript", "bin", "tsc")
 	srv := startServer(t, 0, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := newProject(ctx, t, func(dir string) error {
 		if err := copyFromClone(dir); err != nil {
