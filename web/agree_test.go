@@ -19,7 +19,7 @@ import (
 // TestJSReducerAgrees is the agreement test: real runs are recorded from a
 // real server (every frame in and out), folded with wsproto.State here —
 // calling Answer, CloseConfirm and BeginSolving for the client's own frames
-// as a client must — and replayed through baton-client.js in Node
+// as a client must — and replayed through baton-client.mjs in Node
 // (testdata/agree.mjs), which compares its state with wsproto.State's after
 // every entry of the log. Both are also compared with the server's own
 // snapshot at quiet moments of each run.

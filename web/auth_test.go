@@ -23,7 +23,7 @@ func authServer(t *testing.T, delay time.Duration) *testServer {
 	return startServer(t, delay, &orchestrator.Options{Authenticate: auth.Authenticator(static)})
 }
 
-// TestJSClientToken runs baton-client.js's token option against a real
+// TestJSClientToken runs baton-client.mjs's token option against a real
 // server with authentication on (testdata/token.mjs).
 func TestJSClientToken(t *testing.T) {
 	nodeBin(t)

@@ -29,7 +29,7 @@ func nodeBin(t *testing.T) string {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		skipreport.Skip(t, "node not found: install Node ≥ 20 (Debian's nodejs) to test web/static/baton-client.js")
+		skipreport.Skip(t, "node not found: install Node ≥ 20 (Debian's nodejs) to test web/static/baton-client.mjs")
 	}
 	return node
 }

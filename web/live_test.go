@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestJSClientLive runs baton-client.js against a real server
+// TestJSClientLive runs baton-client.mjs against a real server
 // (testdata/live.mjs): a run whose network is cut in the middle, a reload
 // that resumes the session from storage, and a stored session the server
 // no longer knows. The script asks for the cut by printing "CUT"; this side

@@ -21,7 +21,7 @@ import (
 func routes(orch *orchestrator.Server, metrics http.Handler, ready func(context.Context) string, version string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", orch)
-	mux.Handle("GET /", web.Handler()) // the UI, and the JS client at /baton-client.js
+	mux.Handle("GET /", web.Handler()) // the UI, and the JS client at /baton-client.mjs (and .js)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version,

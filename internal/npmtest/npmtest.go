@@ -1,8 +1,8 @@
 // Package npmtest installs the npm packages the tests run — real MCP
-// servers — pinned in npm/package-lock.json beside this file, once per
-// lock, into npm/node_modules (ignored by git). .ci/run installs them the
-// same way before the tests; a test on a fresh machine installs them
-// itself.
+// servers, and TypeScript's tsc — pinned in npm/package-lock.json beside
+// this file, once per lock, into npm/node_modules (ignored by git).
+// .ci/run installs them the same way before the tests; a test on a fresh
+// machine installs them itself.
 package npmtest
 
 import (

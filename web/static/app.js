@@ -1,10 +1,10 @@
-// Baton's UI: one page that drives a session through baton-client.js and
+// Baton's UI: one page that drives a session through baton-client.mjs and
 // renders its state — the request, the plan and its confirmation, the
 // task board, every question the server asks, the answer, the connection
 // and the event log. All of it comes from the client's state reducer, fed
 // by the event stream and by resync snapshots alike.
 
-import { BatonClient } from "./baton-client.js";
+import { BatonClient } from "./baton-client.mjs";
 import { Board, tickRetries } from "./board.js";
 import { Confirms } from "./confirms.js";
 import { PlanEditor } from "./plan.js";

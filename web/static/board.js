@@ -25,7 +25,7 @@ export class Board {
   }
 
   /**
-   * @param {import("./baton-client.js").State} state
+   * @param {import("./baton-client.mjs").State} state
    */
   render(state) {
     const run = state.run;
@@ -108,8 +108,8 @@ const ENDED = { failed: "failed", skipped: "was skipped", cancelled: "was cancel
 /**
  * skipWhy says why a skipped task did not run, from its skip_reason (the
  * solver.skipped's, also in a snapshot); "" for a task that is not skipped.
- * @param {import("./baton-client.js").TaskState} t
- * @param {import("./baton-client.js").TaskState[]} tasks
+ * @param {import("./baton-client.mjs").TaskState} t
+ * @param {import("./baton-client.mjs").TaskState[]} tasks
  */
 export function skipWhy(t, tasks) {
   if (t.status !== "skipped") return "";

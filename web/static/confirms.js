@@ -8,7 +8,7 @@ import { h, seconds } from "./dom.js";
 export class Confirms {
   /**
    * @param {HTMLElement} root
-   * @param {import("./baton-client.js").BatonClient} client
+   * @param {import("./baton-client.mjs").BatonClient} client
    */
   constructor(root, client) {
     this.root = root;
@@ -17,7 +17,7 @@ export class Confirms {
     this.cards = new Map();
   }
 
-  /** @param {import("./baton-client.js").State} state */
+  /** @param {import("./baton-client.mjs").State} state */
   render(state) {
     const now = Date.now();
     const open = (state.run?.pending_confirm ?? []).filter((c) =>

@@ -69,7 +69,7 @@ export class PlanEditor {
   /**
    * sync shows the editor for the run's open plan confirmation, keeping the
    * draft while it is the same question.
-   * @param {import("./baton-client.js").State} state
+   * @param {import("./baton-client.mjs").State} state
    */
   sync(state) {
     const confirm = state.run?.pending_confirm.find((c) => c.kind === "plan_confirm");

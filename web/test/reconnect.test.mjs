@@ -4,7 +4,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { BatonClient, toSnapshot } from "../static/baton-client.js";
+import { BatonClient, toSnapshot } from "../static/baton-client.mjs";
 import {
   FakeServer, Stream, MemoryStorage, AsyncMemoryStorage, connected, systemError, record, until,
 } from "../testdata/harness.mjs";

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 
 import {
   initialState, reduce, fromSnapshot, toSnapshot, answered, beginSolving,
-} from "../static/baton-client.js";
+} from "../static/baton-client.mjs";
 
 const R = "run_1";
 const TS = "2026-01-02T03:04:05.25Z";

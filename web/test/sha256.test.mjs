@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 
-import { sha256Hex, nextChecksum } from "../static/baton-client.js";
+import { sha256Hex, nextChecksum } from "../static/baton-client.mjs";
 
 const nodeHash = (s) => createHash("sha256").update(s, "utf8").digest("hex");
 

@@ -3,7 +3,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { BatonClient } from "../static/baton-client.js";
+import { BatonClient } from "../static/baton-client.mjs";
 import { FakeServer, MemoryStorage, connected, until } from "../testdata/harness.mjs";
 
 /** A client with options on a FakeServer, and its first socket. */

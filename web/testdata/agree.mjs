@@ -13,7 +13,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { BatonClient, toSnapshot } from "../static/baton-client.js";
+import { BatonClient, toSnapshot } from "../static/baton-client.mjs";
 import { FakeServer, firstDiff, record, until } from "./harness.mjs";
 
 const dir = process.env.BATON_AGREE;

@@ -1,6 +1,6 @@
-// Measures baton-client.js in Node: a §3.4 chain link (pure JS and
+// Measures baton-client.mjs in Node: a §3.4 chain link (pure JS and
 // SubtleCrypto) and the reducer folding solver.progress. bench/run.sh runs it.
-import { sha256Hex, nextChecksum, reduce, initialState } from "../static/baton-client.js";
+import { sha256Hex, nextChecksum, reduce, initialState } from "../static/baton-client.mjs";
 const N = 100000;
 let t = performance.now(), c = "";
 for (let i = 0; i < N; i++) c = sha256Hex(c + "0190f5a2-7b3c-7d4e-8f10-" + i);

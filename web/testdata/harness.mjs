@@ -1,9 +1,9 @@
-// Test harness for baton-client.js: a scripted WebSocket the test plays the
+// Test harness for baton-client.mjs: a scripted WebSocket the test plays the
 // server of, storages, frame builders and waits with deadlines. Shared by
 // web/test/*.test.mjs and the scripts the Go tests run (it lives here, not
 // in web/test/, because Node's runner would run every .mjs under test/).
 
-import { sha256Hex } from "../static/baton-client.js";
+import { sha256Hex } from "../static/baton-client.mjs";
 
 /**
  * Waits until cond() holds, checking after every turn of the event loop;

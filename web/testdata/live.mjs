@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { createInterface } from "node:readline";
 
-import { BatonClient, toSnapshot } from "../static/baton-client.js";
+import { BatonClient, toSnapshot } from "../static/baton-client.mjs";
 import { AsyncMemoryStorage, MemoryStorage, record, until } from "./harness.mjs";
 
 const url = process.env.BATON_WS;

@@ -13,7 +13,7 @@
 
 import assert from "node:assert/strict";
 
-import { BatonClient } from "../static/baton-client.js";
+import { BatonClient } from "../static/baton-client.mjs";
 import { until } from "./harness.mjs";
 
 const url = process.env.BATON_WS;

@@ -1,6 +1,8 @@
-// Type declarations for baton-client.js, Baton's dependency-free
-// JavaScript client (docs/protocol.md). Copy both files into a project;
-// the .js has the same types as JSDoc.
+// Type declarations for baton-client.mjs, Baton's dependency-free
+// JavaScript client (docs/protocol.md). Copy both files into a project:
+// TypeScript finds baton-client.d.mts for "./baton-client.mjs" (and, saved
+// as baton-client.d.ts, for "./baton-client.js"); the .mjs has the same
+// types as JSDoc.
 
 /** A task as the server and the user write it (§5.1). */
 export interface Task {
@@ -233,7 +235,12 @@ export interface ClientEvents {
 
 export class BatonClient {
   constructor(options?: ClientOptions);
-  /** Opens the connection (resuming a stored session if there is one) and resolves once system.connected (and any replay or snapshot) arrived. */
+  /**
+   * Opens the connection (resuming a stored session if there is one) and resolves once
+   * system.connected (and any replay or snapshot) arrived. Rejects at once when it could never
+   * connect: no WebSocket implementation (Node 20 without --experimental-websocket), or no url
+   * outside a page.
+   */
   connect(): Promise<void>;
   /** Closes the connection and stops reconnecting. The session stays stored (a later connect resumes it) unless forget is true. */
   close(options?: { forget?: boolean }): void;

@@ -1,9 +1,12 @@
-// baton-client.js — Baton's dependency-free JavaScript client
+// baton-client.mjs — Baton's dependency-free JavaScript client
 // (docs/protocol.md). One ES module, no imports: copy this file (and
-// baton-client.d.ts for TypeScript) into any browser, Node ≥ 20 or React
-// Native project.
+// baton-client.d.mts for TypeScript) into any browser, Node ≥ 20 or React
+// Native project. The .mjs name makes it an ES module in every Node
+// project, CommonJS ones too; Baton also serves the same bytes as
+// /baton-client.js (and the types as /baton-client.d.ts) for tools that
+// only know .js.
 //
-//   import { BatonClient } from "./baton-client.js";
+//   import { BatonClient } from "./baton-client.mjs";
 //   const client = new BatonClient();           // in a page: this origin's /ws
 //   client.on("state", (state) => render(state));
 //   await client.connect();
@@ -21,7 +24,7 @@
 // client.
 
 // ---------------------------------------------------------------------------
-// Types (the same as baton-client.d.ts)
+// Types (the same as baton-client.d.mts)
 // ---------------------------------------------------------------------------
 
 /**
@@ -759,11 +762,15 @@ export class BatonClient {
    * resolves once system.connected, and any replay or snapshot, arrived.
    * While the server cannot be reached it keeps trying (with reconnect on);
    * it rejects when the client gives up: close(), another connection took
-   * the session (4000), or a drop with reconnect off.
+   * the session (4000), or a drop with reconnect off. It rejects at once,
+   * without trying, when it could never connect: no url outside a page, or
+   * no WebSocket implementation (Node 20 without --experimental-websocket).
    * @returns {Promise<void>}
    */
   connect() {
     if (this.#ready) return this.#ready.promise;
+    const unusable = this.#unusable();
+    if (unusable) return Promise.reject(unusable);
     /** @type {any} */
     const ready = { done: false };
     ready.promise = new Promise((resolve, reject) => { ready.resolve = resolve; ready.reject = reject; });
@@ -916,17 +923,33 @@ export class BatonClient {
 
   // ---- Connections ----
 
+  /**
+   * Why the client could never connect, or null: what no retry can mend,
+   * so connect() says it at once rather than reconnect forever.
+   * @returns {Error|null}
+   */
+  #unusable() {
+    if (!this.#url) {
+      return new Error("baton: no url: pass { url: \"ws://HOST:PORT/ws\" } (only a page has a default, its own origin)");
+    }
+    if (typeof (this.#WebSocket || globalThis.WebSocket) !== "function") {
+      return new Error("baton: no WebSocket implementation: run Node ≥ 22, Node 20 with --experimental-websocket, or pass { WebSocket }");
+    }
+    return null;
+  }
+
   #open() {
     this.#retryTimer = null;
+    const unusable = this.#unusable();
+    if (unusable) {
+      this.#giveUp(unusable.message); // connect() checked: only a WebSocket taken away since lands here
+      return;
+    }
     if (this.#opened++ > 0) this.#stats.reconnects++;
     const WS = this.#WebSocket || globalThis.WebSocket;
     /** @type {any} */
     let ws;
     try {
-      if (!this.#url) throw new Error("no url (options.url)");
-      if (typeof WS !== "function") {
-        throw new Error("no WebSocket: pass options.WebSocket (Node 20: run with --experimental-websocket)");
-      }
       const { url, protocols } = handshake(this.#url, this.#protocols, typeof this.#bearer === "function" ? this.#bearer() : this.#bearer);
       ws = protocols ? new WS(url, protocols) : new WS(url);
     } catch (err) {
