@@ -136,10 +136,12 @@ func (c *conn) send(frames ...[]byte) bool {
 }
 
 // closeWith asks the writer to close the connection with code; queued frames
-// that were not written yet are dropped. The first request wins.
+// that were not written yet are dropped. The first request wins, and one
+// after the reader has stopped is none: the connection has ended already,
+// however it did, and no writer could close it now.
 func (c *conn) closeWith(code websocket.StatusCode, reason string) {
 	c.mu.Lock()
-	if c.closeCode == 0 {
+	if c.closeCode == 0 && !c.stopped {
 		c.closeCode, c.closeReason = code, reason
 		c.closing.Store(true)
 		c.startWriterLocked()
@@ -152,7 +154,7 @@ func (c *conn) closeWith(code websocket.StatusCode, reason string) {
 // first. Later frames are dropped, as with closeWith.
 func (c *conn) closeFlushed(code websocket.StatusCode, reason string) {
 	c.mu.Lock()
-	if c.closeCode == 0 {
+	if c.closeCode == 0 && !c.stopped {
 		c.closeCode, c.closeReason, c.flush = code, reason, true
 		c.startWriterLocked()
 	}
@@ -332,9 +334,6 @@ func (c *conn) ended(err error) (end string, status websocket.StatusCode, kind s
 	c.mu.Lock()
 	code, reason, dropped := c.closeCode, c.closeReason, c.dropped
 	c.mu.Unlock()
-	if dropped == "" && c.bc != nil && c.bc.failed() { // a pong or a close reply the reader wrote
-		dropped = dropWriteFailed
-	}
 	switch {
 	case code != 0:
 		return "server closed: " + reason, code, serverEnd(code)
@@ -346,6 +345,8 @@ func (c *conn) ended(err error) (end string, status websocket.StatusCode, kind s
 		return "frame too large", websocket.StatusMessageTooBig, EndFrameTooLarge
 	case websocket.CloseStatus(err) != -1:
 		return "client closed", websocket.CloseStatus(err), EndClientClosed
+	case c.bc != nil && c.bc.failed(): // a pong or a close reply the reader wrote
+		return "server dropped: " + dropWriteFailed, statusLost, EndWriteFailed
 	}
 	return "connection lost", statusLost, EndLost
 }

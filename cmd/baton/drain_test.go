@@ -345,7 +345,11 @@ func TestDrainCancelsRunsWaitingOnAbsentUsers(t *testing.T) {
 func leave(t *testing.T, s *drainingServer, c *conn) {
 	t.Helper()
 	c.ws.Close(websocket.StatusNormalClosure, "")
-	eventually(t, "the server to let the client go", func() bool {
-		return s.log.find(t, "connection closed", map[string]any{"end": "client closed"}) != nil
-	})
+	deadline := time.Now().Add(10 * time.Second)
+	for s.log.find(t, "connection closed", map[string]any{"end": "client closed"}) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the server to let the client go; its log:\n%s", s.log.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling a log line, which stays
+	}
 }
