@@ -113,6 +113,15 @@ func TestRestartTask(t *testing.T) {
 			done := make(chan Report, 1)
 			go func() { done <- run.Execute(t.Context()) }()
 			waitLine(t, rec, tt.before)
+			if rec.asked != nil {
+				// GaveUp is reported from the task's goroutine, before the
+				// scheduler has made the task deciding; Decide comes after.
+				select {
+				case <-rec.asked:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no decision asked for")
+				}
+			}
 			for id, want := range tt.errors {
 				if err := run.RestartTask(t.Context(), id); !errors.Is(err, want) {
 					t.Errorf("restart %s: %v, want %v", id, err, want)
