@@ -68,17 +68,22 @@ func TestPacerEmptyProbe(t *testing.T) {
 
 // TestLoadPaced: a paced load against a real server offers its rate: the
 // events per second it reaches are close to -pace and not above it, and
-// the report says what was offered.
+// the report says what was offered. The rate is well below what the
+// server and the load tool manage on a busy 2-core machine under -race
+// (1,500/s over 2 s reached only 1,109/s there, beside four other test
+// runs), and long enough that a slow probe (the first run starts alone,
+// and slots lost while it lasts are not made up) costs at most a fifth:
+// a shortfall beyond that is the pacer's, not the machine's.
 func TestLoadPaced(t *testing.T) {
 	url := baton(t)
-	const pace = 1500.0
-	rep, err := load(t, "-url", url, "-sessions", "8", "-runs", "1000", "-duration", "2s", "-ramp", "0s",
-		"-mix", "tasks=1", "-pace", "1500", "-ack-every", "10")
+	const pace = 600.0
+	rep, err := load(t, "-url", url, "-sessions", "8", "-runs", "1000", "-duration", "5s", "-ramp", "0s",
+		"-mix", "tasks=1", "-pace", "600", "-ack-every", "10")
 	if err != nil || rep.ViolationsNum != 0 {
 		t.Fatalf("run: %v; violations %v", err, rep.Violations)
 	}
 	if rep.OfferedPerSec != pace || rep.EventsPerSec > pace || rep.EventsPerSec < 0.8*pace {
-		t.Errorf("offered %.0f events/s, reached %.0f (%d events in %.2fs): want 1500 offered, between 1200 and 1500 reached",
+		t.Errorf("offered %.0f events/s, reached %.0f (%d events in %.2fs): want 600 offered, between 480 and 600 reached",
 			rep.OfferedPerSec, rep.EventsPerSec, rep.Events, rep.Seconds)
 	}
 	t.Logf("offered %.0f/s, reached %.0f/s: %d runs, %d events in %.2fs, p50 %.2fms p99 %.2fms",
