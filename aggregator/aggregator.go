@@ -21,6 +21,11 @@ type Input struct {
 	Request     string
 	PlanSummary string
 	Tasks       []TaskOutcome
+	// MaxAnswerBytes is the most of the answer the run keeps (Baton's
+	// --max-result-bytes): an aggregator need not build more than a few
+	// bytes past it, and says how long the whole answer was in
+	// Output.AnswerBytes. 0: no limit.
+	MaxAnswerBytes int
 }
 
 // TaskOutcome is one task with how it ended.
@@ -36,6 +41,9 @@ type Output struct {
 	Summary string // aggregate.completed
 	Answer  string // agent.final_answer
 	Usage   wsproto.Usage
+	// AnswerBytes is the answer's length before the aggregator stopped
+	// building it, past Input.MaxAnswerBytes; 0 when Answer is whole.
+	AnswerBytes int
 }
 
 // Aggregator summarises a run. stream is called with successive pieces of
@@ -56,14 +64,15 @@ type Sim struct {
 var _ Aggregator = (*Sim)(nil)
 
 // Aggregate implements Aggregator: one streamed line per task, then an
-// answer built from the completed tasks' results.
+// answer built from the completed tasks' results — no further than a line
+// past MaxAnswerBytes, the whole length then in AnswerBytes.
 func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Output, error) {
 	topic := sim.Topic(in.Request, 80)
 	if topic == "" {
 		topic = "your tasks" // a user.solve_tasks run has no request
 	}
 	var answer strings.Builder
-	done := 0
+	done, total := 0, 0 // total: the answer's length, built or not
 	for _, t := range in.Tasks {
 		if err := failure.Wait(ctx, a.Delay); err != nil {
 			return Output{}, err
@@ -79,17 +88,24 @@ func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Out
 			line = fmt.Sprintf("- %s: %s", t.Task.Title, t.Status)
 		}
 		stream(line)
-		answer.WriteString(line)
-		answer.WriteByte('\n')
+		total += len(line) + 1
+		if in.MaxAnswerBytes <= 0 || answer.Len() <= in.MaxAnswerBytes {
+			answer.WriteString(line)
+			answer.WriteByte('\n')
+		}
 	}
 	if done == 0 {
 		return Explain(in), nil
 	}
 	summary := fmt.Sprintf("%d of %d tasks completed for %s.", done, len(in.Tasks), quote(topic))
-	return Output{
+	out := Output{
 		Summary: summary,
 		Answer:  fmt.Sprintf("Answer to %s:\n%s", quote(topic), answer.String()),
-	}, nil
+	}
+	if answer.Len() < total {
+		out.AnswerBytes = len(out.Answer) - answer.Len() + total
+	}
+	return out, nil
 }
 
 func quote(topic string) string {

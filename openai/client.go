@@ -65,6 +65,15 @@ type Config struct {
 	// ResultBudget bounds, in bytes, the dependency results put into one
 	// task's prompt. Defaults to 12000.
 	ResultBudget int
+	// MaxResponseBytes bounds the body of every response of the endpoint,
+	// a streamed completion's whole stream included: reading past it
+	// fails the call (validation, so it is retried like an unusable
+	// reply). go-openai reads a stream line by line with no bound on a
+	// line, and an error body whole, so without it a broken or hostile
+	// endpoint could make Baton hold any amount. Defaults to 1 MiB plus
+	// 1 KiB per MaxOutputTokens — a streamed token costs 150–300 bytes of
+	// JSON — so 2 MiB at the default 1024 tokens.
+	MaxResponseBytes int64
 }
 
 // Client is an OpenAI-compatible model. It is safe for concurrent use.
@@ -111,6 +120,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ResultBudget <= 0 {
 		cfg.ResultBudget = 12000
 	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = 1<<20 + int64(cfg.MaxOutputTokens)<<10
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -120,7 +132,7 @@ func New(cfg Config) (*Client, error) {
 		base = http.DefaultTransport
 	}
 	wrapped := *hc
-	wrapped.Transport = retryAfterTransport{base: base}
+	wrapped.Transport = retryAfterTransport{base: base, maxBody: cfg.MaxResponseBytes}
 
 	ac := goopenai.DefaultConfig(cfg.APIKey)
 	ac.BaseURL = cfg.BaseURL
@@ -179,16 +191,18 @@ func (c *Client) request(msgs []goopenai.ChatCompletionMessage) goopenai.ChatCom
 
 // completion is what one streamed completion produced.
 type completion struct {
-	text  string
-	calls []solver.ToolCall
-	usage wsproto.Usage
+	text      string
+	textBytes int // the whole text's length, when text keeps less of it
+	calls     []solver.ToolCall
+	usage     wsproto.Usage
 }
 
 // stream runs one streamed completion, calling onText with each piece of
-// content, and returns the whole text, the tool calls gathered from their
+// content, and returns the text, the tool calls gathered from their
 // deltas, and the usage. Every error it returns is a *failure.Error, or
-// ctx's error when ctx is done.
-func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest, onText func(string)) (completion, error) {
+// ctx's error when ctx is done. With keep > 0, no more than keep+1 bytes
+// of the text are kept, and textBytes says how long it was.
+func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest, keep int, onText func(string)) (completion, error) {
 	slot := &retryAfter{}
 	ctx = context.WithValue(ctx, retryAfterKey{}, slot)
 	var out completion
@@ -200,6 +214,7 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 	var text strings.Builder
 	var args []strings.Builder // per tool call, by index
 	finished := false
+	seen := 0 // bytes of text streamed
 	for {
 		resp, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -214,9 +229,12 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 				CompletionTokens: resp.Usage.CompletionTokens, TotalTokens: resp.Usage.TotalTokens}
 		}
 		for _, ch := range resp.Choices {
-			if ch.Delta.Content != "" {
-				text.WriteString(ch.Delta.Content)
-				onText(ch.Delta.Content)
+			if piece := ch.Delta.Content; piece != "" {
+				seen += len(piece)
+				if keep <= 0 || text.Len() <= keep {
+					text.WriteString(piece)
+				}
+				onText(piece)
 			}
 			for _, d := range ch.Delta.ToolCalls {
 				// A call's first delta has its id and name; the
@@ -248,6 +266,9 @@ func (c *Client) stream(ctx context.Context, req goopenai.ChatCompletionRequest,
 		}
 	}
 	out.text = text.String()
+	if seen > len(out.text) {
+		out.textBytes = seen
+	}
 	for i := range out.calls {
 		out.calls[i].Arguments = args[i].String()
 		if out.calls[i].ID == "" {
@@ -288,6 +309,8 @@ func classify(ctx context.Context, err error, retryAfter time.Duration) error {
 	}
 	typ := failure.Network
 	switch {
+	case errors.Is(err, errResponseTooLong):
+		typ = failure.Validation
 	case errors.Is(err, context.DeadlineExceeded), status == http.StatusRequestTimeout:
 		typ = failure.Timeout
 	case status == http.StatusTooManyRequests:
@@ -321,6 +344,8 @@ func describe(err error, status int, typ string) string {
 	}
 	var ne net.Error
 	switch {
+	case errors.Is(err, errResponseTooLong):
+		return errResponseTooLong.Error()
 	case typ == failure.Timeout:
 		return "the model endpoint did not answer in time"
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -338,18 +363,47 @@ type retryAfter struct{ d time.Duration }
 type retryAfterKey struct{}
 
 // retryAfterTransport records Retry-After into the slot carried by the
-// request's context. RoundTrip runs on the caller's goroutine, so the slot
-// needs no lock.
-type retryAfterTransport struct{ base http.RoundTripper }
+// request's context, and bounds every response's body to maxBody bytes.
+// RoundTrip runs on the caller's goroutine, so the slot needs no lock.
+type retryAfterTransport struct {
+	base    http.RoundTripper
+	maxBody int64
+}
 
 func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
 		if slot, ok := req.Context().Value(retryAfterKey{}).(*retryAfter); ok {
 			slot.d = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
 	}
-	return resp, err
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: t.maxBody}
+	return resp, nil
+}
+
+// errResponseTooLong is a read of a response body past MaxResponseBytes.
+var errResponseTooLong = errors.New("the model endpoint's reply is longer than Baton reads")
+
+// limitedBody is a response body that fails with errResponseTooLong
+// rather than give more than left bytes.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errResponseTooLong
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP

@@ -63,7 +63,7 @@ func (c *Client) Decide(ctx context.Context, in planner.DecideInput) (planner.De
 					Name: "decision", Schema: decisionSchema, Strict: true},
 			}
 		}
-		out, err := c.stream(ctx, r, func(string) {})
+		out, err := c.stream(ctx, r, 0, func(string) {})
 		if err != nil && structured && schemaRefused(err) {
 			c.noSchema.Store(true)
 			continue

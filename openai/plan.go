@@ -84,7 +84,7 @@ func (c *Client) Plan(ctx context.Context, req planner.Request, step func(string
 		}
 		steps := 0
 		var text strings.Builder
-		out, err := c.stream(ctx, r, func(piece string) {
+		out, err := c.stream(ctx, r, 0, func(piece string) {
 			text.WriteString(piece)
 			for _, m := range titleField.FindAllStringSubmatch(text.String(), -1)[steps:] {
 				steps++

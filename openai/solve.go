@@ -40,7 +40,7 @@ func (c *Client) Turn(ctx context.Context, t *solver.Turn, progress func(float64
 	co.emit = func(text string) {
 		progress(min(base+float64(seen)/expect/rounds, 0.95), text)
 	}
-	out, err := c.stream(ctx, req, func(piece string) {
+	out, err := c.stream(ctx, req, t.MaxReplyBytes, func(piece string) {
 		seen += len(piece)
 		co.add(piece)
 	})
@@ -52,7 +52,7 @@ func (c *Client) Turn(ctx context.Context, t *solver.Turn, progress func(float64
 	} else {
 		co.flush()
 	}
-	return solver.Reply{Text: out.text, ToolCalls: out.calls, Usage: out.usage}, nil
+	return solver.Reply{Text: out.text, ToolCalls: out.calls, Usage: out.usage, TextBytes: out.textBytes}, nil
 }
 
 // chatMessages maps the loop's conversation onto chat messages.
@@ -92,7 +92,7 @@ func (c *Client) Aggregate(ctx context.Context, in aggregator.Input, stream func
 	out, err := c.stream(ctx, c.request([]goopenai.ChatCompletionMessage{
 		{Role: goopenai.ChatMessageRoleSystem, Content: aggregateSystem},
 		{Role: goopenai.ChatMessageRoleUser, Content: b.String()},
-	}), co.add)
+	}), 0, co.add)
 	if err != nil {
 		return aggregator.Output{}, err
 	}

@@ -345,7 +345,7 @@ func (r *run) resumeAggregating() {
 		r.completed = rs.completed
 		r.finish(wsproto.EventFinalAnswer, a.Answer, &wsproto.FinalAnswer{RunID: r.id, Content: a.Answer})
 	case a != nil:
-		r.conclude(aggregateCounts(r.id, report), len(report.Tasks), report.Usage.Add(a.Usage), a.Answer)
+		r.conclude(aggregateCounts(r.id, report), len(report.Tasks), report.Usage.Add(a.Usage), &wsproto.FinalAnswer{RunID: r.id, Content: a.Answer})
 	default:
 		r.aggregate(r.summary, report)
 	}

@@ -271,6 +271,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 		req.Attempt = retry + 1
 		began := time.Now()
 		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
+			desc, _ = cutText(desc, opts.MaxResultBytes)
 			step++
 			r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
 		})
@@ -285,8 +286,9 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 				r.usage = r.usage.Add(p.Usage)
 				r.spend(p.Usage)
 				wsproto.NormalizeTasks(p.Tasks)
+				m := cutPlan(r.id, &p, opts.MaxResultBytes)
 				r.emitNoting(func(x *runCheckpoint) { x.PlanUsage = r.usage },
-					wsproto.EventPlanCompleted, p.Summary, &wsproto.PlanCompleted{RunID: r.id, PlanSummary: p.Summary, Tasks: p.Tasks})
+					wsproto.EventPlanCompleted, p.Summary, m)
 				return p, true
 			}
 			req.Feedback = problemsText(probs)
@@ -446,6 +448,8 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 		Adaptive:    r.adaptive,
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
+
+		MaxResultBytes: opts.MaxResultBytes,
 	}
 	defer r.stageDone(StageSolve, time.Now())
 	model := observedModel{r.sess.srv.models.Solver, r.sess.srv.obs}
@@ -490,7 +494,8 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
-	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks))}
+	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks)),
+		MaxAnswerBytes: r.sess.srv.opts.MaxResultBytes}
 	for i, t := range report.Tasks {
 		in.Tasks[i] = aggregator.TaskOutcome{Task: t.Task, Status: t.Status,
 			Result: report.Results[t.Task.ID], Error: report.Errors[t.Task.ID]}
@@ -504,6 +509,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	} else {
 		began := time.Now()
 		out, err = r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
+			text, _ = cutText(text, r.sess.srv.opts.MaxResultBytes)
 			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
 		})
 		r.sess.srv.obs.ModelCall(CallAggregate, callResult(r.ctx, err), time.Since(began), out.Usage)
@@ -517,11 +523,24 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		out.Summary = "The results could not be summarised: " + r.public(err, "stage", "aggregate")
 		out.Answer = out.Summary
 	}
+	limit := r.sess.srv.opts.MaxResultBytes
+	done := &wsproto.AggregateCompleted{RunID: r.id}
+	if done.Summary, done.OriginalBytes = cutText(out.Summary, limit); done.OriginalBytes > 0 {
+		done.Truncated = true
+	}
+	answer := &wsproto.FinalAnswer{RunID: r.id}
+	if answer.Content, answer.OriginalBytes = cutText(out.Answer, limit); answer.OriginalBytes > 0 || out.AnswerBytes > 0 {
+		answer.Truncated, answer.OriginalBytes = true, max(answer.OriginalBytes, out.AnswerBytes)
+		if !strings.HasSuffix(answer.Content, wsproto.CutMarker) { // the aggregator stopped short of the limit
+			answer.Content += wsproto.CutMarker
+		}
+	}
+	out.Summary, out.Answer = done.Summary, answer.Content
 	r.emitNoting(func(x *runCheckpoint) {
 		x.Aggregated = &aggregated{Summary: out.Summary, Answer: out.Answer, Usage: out.Usage}
 	},
-		wsproto.EventAggregateCompleted, out.Summary, &wsproto.AggregateCompleted{RunID: r.id, Summary: out.Summary})
-	r.conclude(counts, len(report.Tasks), report.Usage.Add(out.Usage), out.Answer)
+		wsproto.EventAggregateCompleted, out.Summary, done)
+	r.conclude(counts, len(report.Tasks), report.Usage.Add(out.Usage), answer)
 }
 
 // stageDone tells the Observer a stage that began at began has ended.
@@ -531,7 +550,7 @@ func (r *run) stageDone(stage string, began time.Time) {
 
 // conclude ends a run whose results are aggregated: pipeline.completed
 // and the final answer. usage is the solving's and the aggregation's.
-func (r *run) conclude(counts wsproto.AggregateStart, tasks int, usage wsproto.Usage, answer string) {
+func (r *run) conclude(counts wsproto.AggregateStart, tasks int, usage wsproto.Usage, answer *wsproto.FinalAnswer) {
 	status := wsproto.StatusPartial
 	switch counts.Completed {
 	case tasks:
@@ -550,5 +569,5 @@ func (r *run) conclude(counts wsproto.AggregateStart, tasks int, usage wsproto.U
 		Usage:      r.usage.Add(usage),
 	}
 	r.emit(wsproto.EventPipelineCompleted, "Run "+status, r.completed)
-	r.finish(wsproto.EventFinalAnswer, answer, &wsproto.FinalAnswer{RunID: r.id, Content: answer})
+	r.finish(wsproto.EventFinalAnswer, answer.Content, answer)
 }

@@ -83,6 +83,12 @@ type Options struct {
 	// MaxFrameBytes caps the frames of sequenced events: a longer one has
 	// its texts cut to fit (wsproto.FitFrame). Defaults to 0: no cap.
 	MaxFrameBytes int
+	// MaxResultBytes bounds each text a model returns — a task's result,
+	// the plan's summary and task texts, the final answer and summary —
+	// where it enters the run: a longer one is cut and marked truncated,
+	// before the state, the ring or a checkpoint holds it. Defaults to
+	// solver.DefaultMaxResultBytes (128 KiB).
+	MaxResultBytes int
 	// Loop tunes each task's agent loop: the tools offered (besides the
 	// built-in todo_write, todo_update and ask_user), rounds, budgets and
 	// the todo tracking thresholds. Its zero value is the solver's
@@ -135,6 +141,7 @@ func (o *Options) withDefaults() Options {
 	def(&c.RetryBase, time.Second)
 	def(&c.TaskTimeout, 2*time.Minute)
 	defInt(&c.MaxTasks, 50)
+	defInt(&c.MaxResultBytes, solver.DefaultMaxResultBytes)
 	if c.ReadLimit <= 0 {
 		c.ReadLimit = 65536
 	}

@@ -28,7 +28,8 @@ func (e taskEvents) Completed(id string, attempt int, res solver.Result, took ti
 	e.r.endParked(id)
 	e.r.spend(res.Usage)
 	e.r.emit(wsproto.EventSolverCompleted, "Completed "+id, &wsproto.SolverCompleted{
-		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: res.Text, DurationMS: took.Milliseconds(), Usage: res.Usage})
+		RunID: e.r.id, TaskID: id, Attempt: attempt, Result: res.Text, DurationMS: took.Milliseconds(), Usage: res.Usage,
+		Truncated: res.Truncated, OriginalBytes: res.OriginalBytes})
 }
 
 func (e taskEvents) Failed(id string, attempt int, c failure.Class, err error) {

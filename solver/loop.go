@@ -15,7 +15,10 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-var errBadArguments = errors.New("the arguments are not a JSON object")
+var (
+	errBadArguments  = errors.New("the arguments are not a JSON object")
+	errLongArguments = errors.New("the arguments are too long")
+)
 
 // askUser is the built-in tool through which a task asks the user.
 var (
@@ -46,7 +49,8 @@ func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress f
 	finalRound := false // the todo list was completed: one last round without tools
 	for round := 1; ; round++ {
 		last := finalRound || round >= s.opts.Loop.MaxRounds
-		turn := &Turn{Input: in, Round: round, MaxRounds: s.opts.Loop.MaxRounds, Todo: todo.snapshot(), Answers: s.Answers()}
+		turn := &Turn{Input: in, Round: round, MaxRounds: s.opts.Loop.MaxRounds, Todo: todo.snapshot(), Answers: s.Answers(),
+			MaxReplyBytes: s.opts.MaxResultBytes}
 		if view := s.view.Load(); view != nil {
 			turn.Tasks = *view // statuses as they are now
 		}
@@ -64,9 +68,18 @@ func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress f
 			if strings.TrimSpace(reply.Text) == "" {
 				return Result{Usage: usage}, failure.New(failure.Validation, "the model gave no answer in round %d", round)
 			}
-			return Result{Text: reply.Text, Usage: usage}, nil
+			res := Result{Text: reply.Text, Usage: usage}
+			if n := max(len(reply.Text), reply.TextBytes); n > s.opts.MaxResultBytes || reply.TextBytes > len(reply.Text) {
+				res.Text, res.Truncated, res.OriginalBytes = Truncate(reply.Text, s.opts.MaxResultBytes), true, n
+				if !strings.HasSuffix(res.Text, wsproto.CutMarker) { // the model cut it short of the limit
+					res.Text += wsproto.CutMarker
+				}
+			}
+			return res, nil
 		}
-		msgs = append(msgs, Message{Role: RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
+		// What the conversation keeps of the reply is bounded like an
+		// answer: the loop's context stays within MaxRounds of them.
+		msgs = append(msgs, Message{Role: RoleAssistant, Content: Truncate(reply.Text, s.opts.MaxResultBytes), ToolCalls: s.kept(reply.ToolCalls)})
 		for _, call := range reply.ToolCalls {
 			text := s.callTool(ctx, x, in, round, call)
 			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, Content: text})
@@ -78,6 +91,24 @@ func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress f
 	}
 }
 
+// kept is what the conversation keeps of a reply's tool calls: arguments
+// too long to run (callTool refuses them) are kept as {}.
+func (s *scheduler) kept(calls []ToolCall) []ToolCall {
+	var out []ToolCall // a copy, made at the first call to change
+	for i, c := range calls {
+		if len(c.Arguments) > s.opts.MaxResultBytes {
+			if out == nil {
+				out = append([]ToolCall(nil), calls...)
+			}
+			out[i].Arguments = "{}"
+		}
+	}
+	if out == nil {
+		return calls
+	}
+	return out
+}
+
 // callTool runs one tool call with its events: agent.tool_call, then
 // exactly one agent.tool_result, whatever happens (a bad name or bad
 // arguments, a refusal, a timeout, a cancel, a panic). It returns the text
@@ -86,6 +117,9 @@ func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round i
 	todo := x.todo
 	stepID := "tool_" + uuid.NewString()
 	args, aerr := call.argsObject()
+	if len(call.Arguments) > s.opts.MaxResultBytes {
+		args, aerr = nil, fmt.Errorf("%w: %d bytes, more than the %d allowed", errLongArguments, len(call.Arguments), s.opts.MaxResultBytes)
+	}
 	shown := args
 	if aerr != nil {
 		shown = json.RawMessage("{}")

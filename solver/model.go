@@ -36,6 +36,11 @@ type Turn struct {
 	// task, then the model's replies and the tools' results, older tool
 	// results elided to fit the context budget.
 	Messages []Message
+	// MaxReplyBytes is the most of the reply's text the run keeps
+	// (Options.MaxResultBytes): a model need not build more than a few
+	// bytes past it, and says how long the whole text was in
+	// Reply.TextBytes.
+	MaxReplyBytes int
 }
 
 // Answer is a question the user answered.
@@ -77,6 +82,9 @@ type Reply struct {
 	Text      string
 	ToolCalls []ToolCall
 	Usage     wsproto.Usage
+	// TextBytes is the length the text had before the model stopped
+	// keeping it, past Turn.MaxReplyBytes; 0 when Text is whole.
+	TextBytes int
 }
 
 // argsObject returns the call's arguments as a JSON object for the events

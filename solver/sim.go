@@ -25,7 +25,10 @@ import (
 // execution takes, [sim:fail=<error_type>*<n>] makes the first n executions
 // fail with that type after one step ([sim:retry_after=<duration>] adds a
 // Retry-After to the failure); [sim:result_bytes=<n>] makes the answer
-// exactly n bytes long.
+// exactly n bytes long, or, past the run's limit (Turn.MaxReplyBytes), a
+// byte longer than the limit with n as its length (Reply.TextBytes), so
+// the result is cut and marked as a real one would be, without n bytes
+// ever being built.
 type Sim struct {
 	// Delay paces each round when no directive says otherwise. Defaults
 	// to 0.
@@ -89,6 +92,12 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 	progress(1, "Answering")
 	answer := simAnswer(t)
 	if n, ok := sim.ResultBytes(desc); ok {
+		// Like a model whose reply streams past the limit: no more than
+		// a byte past what the run keeps is built, and the whole length
+		// is reported.
+		if limit := t.MaxReplyBytes; limit > 0 && n > limit {
+			return Reply{Text: padTo(answer, limit+1), TextBytes: n}, nil
+		}
 		answer = padTo(answer, n)
 	}
 	return Reply{Text: answer}, nil

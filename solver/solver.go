@@ -22,6 +22,11 @@ type TaskChecker interface {
 type Result struct {
 	Text  string
 	Usage wsproto.Usage
+	// Truncated is set when the model's answer was longer than
+	// Options.MaxResultBytes: Text is then cut, ending in
+	// wsproto.CutMarker, and OriginalBytes is the answer's length before.
+	Truncated     bool
+	OriginalBytes int
 }
 
 // Input is what a model gets to execute one task.
@@ -133,6 +138,12 @@ type Options struct {
 	Adaptive bool
 	// MaxTasks bounds the task list a change may make. Defaults to 50.
 	MaxTasks int
+	// MaxResultBytes bounds what the run keeps of a model's text: a
+	// task's answer longer than it is cut (Result.Truncated), and so is
+	// the text of a reply with tool calls, kept in the conversation; tool
+	// call arguments longer than it are refused as bad arguments. Models
+	// are told it (Turn.MaxReplyBytes). Defaults to DefaultMaxResultBytes.
+	MaxResultBytes int
 
 	// Loop tunes each execution's agent loop.
 	Loop Loop
@@ -168,6 +179,7 @@ func (o *Options) withDefaults() {
 	}
 	def(&o.MaxParallel, 4)
 	def(&o.MaxTasks, 50)
+	def(&o.MaxResultBytes, DefaultMaxResultBytes)
 	l := &o.Loop
 	def(&l.MaxRounds, 8)
 	def(&l.ToolResultLimit, 16<<10)
@@ -181,6 +193,12 @@ func (o *Options) withDefaults() {
 		l.Tools = &tool.Set{}
 	}
 }
+
+// DefaultMaxResultBytes is Options.MaxResultBytes when unset: 128 KiB,
+// some 32k tokens, twice what a 16k-token output holds, and the default
+// conversation budget (Loop.MaxContextBytes): a result longer than the
+// context a task can be given is never read whole by a later stage.
+const DefaultMaxResultBytes = 128 << 10
 
 // Report is the outcome of a run: each task's final status and the results
 // of those that completed.

@@ -71,7 +71,11 @@ func FitFrame(dst []byte, f Frame, limit int) (b []byte, cut Frame, fits bool, e
 		return b, f, false, nil // nothing to cut
 	}
 	meta["truncated"] = true
-	meta["original_bytes"] = original
+	// A text cut where it entered (--max-result-bytes) already says how
+	// long it was; the larger size stands.
+	if n, _ := meta["original_bytes"].(json.Number); n == "" || mustInt(n) < int64(original) {
+		meta["original_bytes"] = original
+	}
 
 	var raw []byte
 	encode := func(keep int) error {
@@ -103,6 +107,12 @@ func FitFrame(dst []byte, f Frame, limit int) (b []byte, cut Frame, fits bool, e
 		return dst, f, false, err
 	}
 	return b, cut, len(b)-start <= limit, nil
+}
+
+// mustInt is n as an int64, 0 when it is not one.
+func mustInt(n json.Number) int64 {
+	i, _ := n.Int64()
+	return i
 }
 
 // text is a string a frame may lose the end of.

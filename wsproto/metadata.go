@@ -63,6 +63,12 @@ type PlanCompleted struct {
 	RunID       string `json:"run_id"`
 	PlanSummary string `json:"plan_summary"`
 	Tasks       []Task `json:"tasks"`
+	// Truncated and OriginalBytes are set when the text was longer than
+	// the server keeps of a model's text (--max-result-bytes): it is cut,
+	// ending in CutMarker, and OriginalBytes is its length before. A frame
+	// cut to fit its size cap (FitFrame) sets them too.
+	Truncated     bool `json:"truncated,omitempty"`
+	OriginalBytes int  `json:"original_bytes,omitempty"`
 }
 
 // PlanDecision is the metadata of plan.decision: what the decide step of
@@ -155,6 +161,12 @@ type SolverCompleted struct {
 	Result     string `json:"result"`
 	DurationMS int64  `json:"duration_ms"`
 	Usage      Usage  `json:"usage"`
+	// Truncated and OriginalBytes are set when the text was longer than
+	// the server keeps of a model's text (--max-result-bytes): it is cut,
+	// ending in CutMarker, and OriginalBytes is its length before. A frame
+	// cut to fit its size cap (FitFrame) sets them too.
+	Truncated     bool `json:"truncated,omitempty"`
+	OriginalBytes int  `json:"original_bytes,omitempty"`
 }
 
 // SolverCancelled is the metadata of solver.cancelled.
@@ -245,6 +257,12 @@ type AggregateProgress struct {
 type AggregateCompleted struct {
 	RunID   string `json:"run_id"`
 	Summary string `json:"summary"`
+	// Truncated and OriginalBytes are set when the text was longer than
+	// the server keeps of a model's text (--max-result-bytes): it is cut,
+	// ending in CutMarker, and OriginalBytes is its length before. A frame
+	// cut to fit its size cap (FitFrame) sets them too.
+	Truncated     bool `json:"truncated,omitempty"`
+	OriginalBytes int  `json:"original_bytes,omitempty"`
 }
 
 // PipelineCompleted is the metadata of pipeline.completed.
@@ -271,4 +289,10 @@ type PipelineCancelled struct {
 type FinalAnswer struct {
 	RunID   string `json:"run_id"`
 	Content string `json:"content"`
+	// Truncated and OriginalBytes are set when the text was longer than
+	// the server keeps of a model's text (--max-result-bytes): it is cut,
+	// ending in CutMarker, and OriginalBytes is its length before. A frame
+	// cut to fit its size cap (FitFrame) sets them too.
+	Truncated     bool `json:"truncated,omitempty"`
+	OriginalBytes int  `json:"original_bytes,omitempty"`
 }

@@ -75,7 +75,14 @@ func (m *SolverCompleted) appendJSON(dst []byte) ([]byte, bool) {
 	dst = appendIntField(dst, `,"usage":{"prompt_tokens":`, int64(m.Usage.PromptTokens))
 	dst = appendIntField(dst, `,"completion_tokens":`, int64(m.Usage.CompletionTokens))
 	dst = appendIntField(dst, `,"total_tokens":`, int64(m.Usage.TotalTokens))
-	return append(dst, '}', '}'), true
+	dst = append(dst, '}')
+	if m.Truncated {
+		dst = append(dst, `,"truncated":true`...)
+	}
+	if m.OriginalBytes != 0 {
+		dst = appendIntField(dst, `,"original_bytes":`, int64(m.OriginalBytes))
+	}
+	return append(dst, '}'), true
 }
 
 func (m *ToolCall) appendJSON(dst []byte) ([]byte, bool) {

@@ -104,6 +104,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&o.MaxConnsPerIP, "max-conns-per-ip", 100, "most open connections from one client IP; more are refused with 429 (0: no limit)")
 	fs.IntVar(&o.MaxSessions, "max-sessions", 10000, "most sessions this server holds; a new connection beyond it is refused with 503 (0: no limit)")
 	fs.IntVar(&o.MaxFrameBytes, "max-frame-bytes", 1<<20, "longest event frame sent, in bytes; a longer one has its long texts cut, marked truncated (0: no cap; else at least 4096)")
+	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", 128<<10, "longest text kept of what a model returns (a task's result, the plan's texts, the final answer), in bytes; longer is cut where it enters, marked truncated (at least 1024)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis (redis://[:password@]host:port/db, rediss:// for TLS)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
@@ -217,6 +218,9 @@ func (c *config) check(fs *flag.FlagSet) error {
 	if n := c.opts.MaxFrameBytes; n > 0 && n < minFrameBytes {
 		return fmt.Errorf("%s: must be 0 (no cap) or at least %d (got %d)", c.src("max-frame-bytes"), minFrameBytes, n)
 	}
+	if n := c.opts.MaxResultBytes; n < minResultBytes {
+		return fmt.Errorf("%s: must be at least %d (got %d)", c.src("max-result-bytes"), minResultBytes, n)
+	}
 	for _, name := range []string{"session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout"} {
 		d := get(fs, name).(time.Duration)
 		zeroOK := name == "sim-delay" || name == "drain-timeout"
@@ -258,6 +262,10 @@ func (c *config) check(fs *flag.FlagSet) error {
 // minFrameBytes is the smallest --max-frame-bytes: below it even ordinary
 // events (a todo list, a short plan) would be cut or fail to fit.
 const minFrameBytes = 4096
+
+// minResultBytes is the smallest --max-result-bytes: a shorter cut would
+// leave no answer to read.
+const minResultBytes = 1024
 
 // originPatterns splits and checks --allowed-origins. coder/websocket
 // matches each pattern with path.Match, case-insensitively, against the
