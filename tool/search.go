@@ -20,10 +20,12 @@ import (
 
 // search_files's bounds. Go's regexp is linear in the input, but its
 // constant is the size of the compiled pattern: one match call costs up
-// to bytes × instructions × some ns (5–13 ns measured on a 2-core
-// machine), so (.*){1000}x (4003 instructions) over a 64 KiB line took
-// over a second. The bounds keep one match call to a fraction of a second
-// (searchMaxInst × searchLineScan) and a whole call to about ten seconds
+// to bytes × instructions × some ns (5–35 ns measured on a 2-core
+// machine, idle to busy, some 30 times that under the race detector), so
+// (.*){1000}x (4003 instructions) over a 64 KiB line took over a second.
+// The bounds keep one match call to tens of milliseconds (searchCallWork:
+// a line is searched in its first searchLineScan bytes, fewer for a large
+// pattern) and a whole call to a few seconds, ten on a busy machine
 // (searchMaxWork), and ctx is looked at every searchCheckWork of that
 // work, so a call ends soon after its deadline or cancel whatever it was
 // given.
@@ -32,11 +34,12 @@ const (
 	searchMaxLine    = 256      // bytes shown of one matching line
 	searchMaxFiles   = 10_000   // files search_files reads in one call
 	searchMaxBytes   = 64 << 20 // bytes search_files reads in one call
-	searchLineScan   = 16 << 10 // bytes of one line that are searched (one match call)
+	searchLineScan   = 16 << 10 // bytes of one line that are searched (one match call), at most
+	searchCallWork   = 2 << 20  // bytes × instructions of one match call, at most
 	searchMaxPattern = 4 << 10  // bytes of a pattern
 	searchMaxInst    = 1000     // instructions of a compiled pattern
-	searchMaxWork    = 1 << 30  // bytes searched × instructions in one call
-	searchCheckWork  = 4 << 20  // bytes read, or searched × instructions, between two looks at ctx
+	searchMaxWork    = 1 << 28  // bytes searched × instructions in one call
+	searchCheckWork  = 2 << 20  // bytes read, or searched × instructions, between two looks at ctx
 )
 
 type searchFiles struct{ w *Workspace }
@@ -50,7 +53,7 @@ func (searchFiles) Spec() Spec {
 			"regular expression (Go RE2 syntax, e.g. \"(?i)todo\" for case-insensitive), line by line. " +
 			"Returns one line per matching line, \"path:line: text\", path relative to the workspace " +
 			"root, text cut to 256 bytes around the match. Only the first 16384 bytes of a line are " +
-			"searched. Stops after 200 matches, 10000 files or 64 MiB read (less for a complex " +
+			"searched (fewer for a complex pattern). Stops after 200 matches, 10000 files or 64 MiB read (less for a complex " +
 			"pattern), and says so: then narrow the pattern or the path. A pattern that compiles to " +
 			"more than 1000 instructions (large repetitions like (.*){500}) is refused. Binary files, " +
 			"symbolic links, files with more than one hard link and .git directories are skipped. Read-only.",
@@ -99,13 +102,14 @@ type search struct {
 	w       *Workspace
 	re      *regexp.Regexp
 	insts   int64 // the size of re's program
+	scan    int   // bytes of a line that are searched: searchLineScan or fewer
 	out     strings.Builder
 	matches int
 	files   int
 	bytes   int64  // read
 	work    int64  // bytes searched × insts
 	pending int64  // work and bytes read since ctx was last looked at
-	cut     int    // lines longer than searchLineScan, searched only in part
+	cut     int    // lines longer than scan, searched only in part
 	linked  int    // files skipped for having more than one hard link
 	stopped string // why the search stopped early, if it did
 }
@@ -135,7 +139,8 @@ func (t searchFiles) Call(ctx context.Context, args json.RawMessage) (string, er
 		return "", w.fail(a.Path, err)
 	}
 
-	s := &search{w: w, re: re, insts: int64(max(insts, 1))}
+	insts = max(insts, 1)
+	s := &search{w: w, re: re, insts: int64(insts), scan: min(searchLineScan, searchCallWork/insts)}
 	switch {
 	case fi.IsDir():
 		err = s.dir(ctx, start)
@@ -155,7 +160,7 @@ func (s *search) result() string {
 	var notes []string
 	if s.cut > 0 {
 		notes = append(notes, fmt.Sprintf("[%s longer than %d bytes: only the first %d bytes of each were searched]",
-			plural(s.cut, "line"), searchLineScan, searchLineScan))
+			plural(s.cut, "line"), s.scan, s.scan))
 	}
 	if s.linked > 0 {
 		notes = append(notes, fmt.Sprintf("[%s with more than one hard link skipped: a hard link may lead outside the workspace]", plural(s.linked, "file")))
@@ -224,9 +229,9 @@ func (s *search) file(ctx context.Context, p string) error {
 	s.files++
 
 	budget := s.w.maxBytes - s.bytes
-	// One more byte than is searched: a line of searchLineScan bytes and
-	// its newline are read whole.
-	r := bufio.NewReaderSize(io.LimitReader(f, budget), searchLineScan+1)
+	// One more byte than is searched: a line of s.scan bytes and its
+	// newline are read whole.
+	r := bufio.NewReaderSize(io.LimitReader(f, budget), s.scan+1)
 	head, _ := r.Peek(sniffLen)
 	if looksBinary(head, len(head) < sniffLen) {
 		return nil
@@ -245,7 +250,7 @@ func (s *search) file(ctx context.Context, p string) error {
 		if err == bufio.ErrBufferFull {
 			// Only the start of a long line is searched; skip the rest.
 			s.cut++
-			s.match(p, line, text[:searchLineScan])
+			s.match(p, line, text[:s.scan])
 			for err == bufio.ErrBufferFull {
 				var rest []byte
 				rest, err = r.ReadSlice('\n')

@@ -155,7 +155,10 @@ func TestSearchWithinAFile(t *testing.T) {
 	write("long/one.txt", strings.Repeat(strings.Repeat("a", searchLineScan)+"\n", 200))
 	write("long/wide.txt", strings.Repeat("a", 1<<20)+"x\n"+strings.Repeat("a", 1<<20)+"x\n")
 	write("work/w.txt", strings.Repeat(strings.Repeat("z", 100)+"\n", 10)+"needle\n")
+	write("long/short-for-complex.txt", strings.Repeat("a", 16000)+"\n")
 	_, needle, err := compilePattern("needle")
+	mustDo(t, err)
+	_, complex, err := compilePattern("(.*){200}x")
 	mustDo(t, err)
 
 	tests := []struct {
@@ -171,6 +174,8 @@ func TestSearchWithinAFile(t *testing.T) {
 			wantErr: context.Canceled},
 		{name: "long lines cut, and said so", args: `{"pattern":"x","path":"long/wide.txt"}`,
 			want: "no matches (1 files read)\n[2 lines longer than 16384 bytes: only the first 16384 bytes of each were searched]"},
+		{name: "lines cut shorter for a complex pattern", args: `{"pattern":"(.*){200}x","path":"long/short-for-complex.txt"}`,
+			want: fmt.Sprintf("no matches (1 files read)\n[1 line longer than %d bytes: only the first %[1]d bytes of each were searched]", searchCallWork/complex)},
 		{name: "work bound", args: `{"pattern":"needle","path":"work"}`, maxWork: int64(550 * needle),
 			want: "[… stopped after searching 500 bytes, the most for a pattern of this size; narrow the pattern or the path]"},
 		{name: "under the work bound", args: `{"pattern":"needle","path":"work"}`, maxWork: int64(1007 * needle),
