@@ -418,20 +418,24 @@ func (r *run) await(ctx context.Context, c *confirm, timeout time.Duration, expi
 		err = errExpired
 	}
 	r.sess.mu.Lock()
+	defer r.sess.mu.Unlock()
 	if _, open := r.sess.confirms[c.stepID]; open {
 		r.sess.closeConfirmLocked(c.stepID)
 		if err == errExpired && expired != nil {
 			expired()
 		}
-		r.sess.mu.Unlock()
 		return nil, err
 	}
-	r.sess.mu.Unlock()
-	select { // answered, or withdrawn, just before
+	// Closed: answered or withdrawn just before (respond and replan close
+	// and send in one step, under the lock), or closed with its run —
+	// which a tool call abandoned at its timeout or cancel can outlive.
+	select {
 	case a := <-c.answer:
 		return a, nil
 	case fb := <-c.replan:
 		return nil, replanned{fb}
+	default:
+		return nil, err
 	}
 }
 

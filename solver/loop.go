@@ -173,7 +173,9 @@ var errToolTimeout = errors.New("tool timeout")
 // runTool calls an offered tool within the tool timeout, turning a panic
 // into the tool's error. Through tool.Ask the tool can wait for the user:
 // with the task's parallel slot free meanwhile, and without the wait
-// counting against the timeout.
+// counting against the timeout. It returns when the timeout fires or ctx
+// is done, even if the tool goes on: the call is then abandoned to
+// Loop.Calls, and the task's slot is never held by it.
 func (s *scheduler) runTool(ctx context.Context, x execution, t tool.Tool, args json.RawMessage) (text string, err error) {
 	limit := s.opts.Loop.ToolTimeout
 	cctx, cancel := context.WithCancelCause(ctx)
@@ -181,8 +183,8 @@ func (s *scheduler) runTool(ctx context.Context, x execution, t tool.Tool, args 
 	timer := time.AfterFunc(limit, func() { cancel(errToolTimeout) })
 	defer timer.Stop()
 	cctx = tool.WithAsk(cctx, func(actx context.Context, question, context string) (string, bool) {
-		if !timer.Stop() {
-			return "", false // out of time already
+		if actx.Err() != nil || !timer.Stop() {
+			return "", false // out of time already, or abandoned
 		}
 		defer timer.Reset(limit)
 		var answer string
@@ -194,12 +196,7 @@ func (s *scheduler) runTool(ctx context.Context, x execution, t tool.Tool, args 
 		s.AddAnswer(Answer{Question: question, Text: answer})
 		return answer, true
 	})
-	defer func() {
-		if p := recover(); p != nil {
-			text, err = "", fmt.Errorf("the tool failed: %v", p)
-		}
-	}()
-	text, err = t.Call(cctx, args)
+	text, err = s.opts.Loop.Calls.Call(cctx, t, args)
 	if err != nil && ctx.Err() == nil && context.Cause(cctx) == errToolTimeout {
 		err = fmt.Errorf("the tool did not answer within %s", limit)
 	}

@@ -23,6 +23,9 @@ type Run struct {
 	model   Model
 	events  Events
 	opts    Options
+	// ownCalls says whether opts.Loop.Calls is the Run's own, which
+	// Execute waits on.
+	ownCalls bool
 
 	calls chan func(*scheduler) // run on Execute's goroutine
 	done  chan struct{}         // closed when Execute returns
@@ -50,14 +53,16 @@ func (r *Run) Answers() []Answer {
 
 // New prepares a run of a task list that has passed wsproto.ValidateTasks.
 func New(tasks []wsproto.Task, model Model, events Events, opts Options) *Run {
+	ownCalls := opts.Loop.Calls == nil
 	opts.withDefaults()
 	return &Run{
-		initial: tasks,
-		model:   model,
-		events:  events,
-		opts:    opts,
-		calls:   make(chan func(*scheduler)),
-		done:    make(chan struct{}),
+		ownCalls: ownCalls,
+		initial:  tasks,
+		model:    model,
+		events:   events,
+		opts:     opts,
+		calls:    make(chan func(*scheduler)),
+		done:     make(chan struct{}),
 	}
 }
 
@@ -153,6 +158,9 @@ type slotRequest struct {
 // never started stay pending.
 func (r *Run) Execute(ctx context.Context) Report {
 	defer close(r.done)
+	if r.ownCalls {
+		defer r.opts.Loop.Calls.Wait(context.Background())
+	}
 	n := len(r.initial)
 	s := &scheduler{
 		Run:      r,

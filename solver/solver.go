@@ -165,6 +165,13 @@ type Loop struct {
 	// ToolTimeout bounds one tool call (not the user's answer to ask_user
 	// or to a tool confirmation). Defaults to 60s.
 	ToolTimeout time.Duration
+	// Calls runs the tool calls. A call still running when its timeout
+	// fires or its task is cancelled is abandoned to it: the loop goes on
+	// at once with the timeout (or the cancel) as the call's result, and
+	// Calls owns the call's goroutine until the tool returns. Whoever sets
+	// it waits on it (Group.Wait) before closing the tools. Nil means a
+	// Group of the Run's own, which Execute waits on before it returns.
+	Calls *tool.Group
 	// TodoCompleteAfter and TodoBlockAfter are the automatic tracking
 	// thresholds: successful calls that complete the active todo item, and
 	// consecutive failed ones that block it. Default to 3 and 2.
@@ -191,6 +198,9 @@ func (o *Options) withDefaults() {
 	}
 	if l.Tools == nil {
 		l.Tools = &tool.Set{}
+	}
+	if l.Calls == nil {
+		l.Calls = &tool.Group{}
 	}
 }
 

@@ -21,7 +21,7 @@ func ExampleOpenWorkspace() {
 		log.Fatal(err)
 	}
 
-	ws, err := tool.OpenWorkspace(dir)
+	ws, err := tool.OpenWorkspace(dir, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 // Package tool holds what the agent loop can call: the Tool interface an
 // embedder implements to give tasks a capability, the Set of tools a task
-// is offered, and the read-only workspace tools (list_files, read_file,
-// search_files) confined to one directory.
+// is offered, the Group that runs calls so that nobody waits for one past
+// its context (a call that goes on is abandoned to the Group, which owns
+// its goroutine until it returns), and the read-only workspace tools
+// (list_files, read_file, search_files) confined to one directory.
 //
 // A tool knows nothing of sessions, events or models. It receives a JSON
 // object of arguments and returns text; an error is a result too (the loop

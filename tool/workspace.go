@@ -1,7 +1,6 @@
 package tool
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,13 +24,6 @@ const (
 	listScanMax = 100_000 // entries list_files reads from one directory
 
 	readMax = 64 << 10 // bytes a read_file result holds (the default and the maximum limit)
-
-	searchMaxMatches = 200      // matching lines a search_files result shows
-	searchMaxLine    = 256      // bytes shown of one matching line
-	searchMaxFiles   = 10_000   // files search_files reads in one call
-	searchMaxBytes   = 64 << 20 // bytes search_files reads in one call
-	searchLineScan   = 64 << 10 // bytes of one line that are searched
-	searchMaxPattern = 4 << 10  // bytes of a pattern
 
 	sniffLen = 1024 // bytes at the start of a file that decide whether it is text
 )
@@ -51,21 +42,51 @@ const (
 // loop. Results and errors name paths relative to the directory, never
 // its own path.
 //
+// An os.Root cannot see hard links: a file outside the directory linked
+// into it is, to the root, a file inside. So a regular file with more
+// than one link is refused by read_file and skipped (and counted) by
+// list_files and search_files, unless WorkspaceOptions.AllowHardlinks
+// says otherwise. The link count is read from the open file (fstat), so
+// a link made between a check and the read is seen too.
+//
 // A Workspace is safe for concurrent use, and so are its tools.
 type Workspace struct {
 	root *os.Root
 	// escapes is the error os.Root gives for a path that leaves it; os
 	// does not export it, so OpenWorkspace captures it.
 	escapes error
-	// maxFiles and maxBytes bound one search (searchMaxFiles and
-	// searchMaxBytes; tests lower them).
+	// allowLinks is WorkspaceOptions.AllowHardlinks.
+	allowLinks bool
+	// maxFiles, maxBytes and maxWork bound one search (searchMaxFiles,
+	// searchMaxBytes and searchMaxWork; tests lower them).
 	maxFiles int
 	maxBytes int64
+	maxWork  int64
+}
+
+// WorkspaceOptions tune a Workspace. A nil *WorkspaceOptions means the
+// defaults.
+type WorkspaceOptions struct {
+	// AllowHardlinks lets the tools read regular files that have more
+	// than one hard link. A hard link may point outside the workspace
+	// (whoever can create files in it can link any file they can read
+	// elsewhere on the same file system into it): allow them only if
+	// nobody untrusted can create links in the directory. Defaults to
+	// false: such files are refused. On a system where the link count
+	// cannot be read (other than Unix), OpenWorkspace fails unless it is
+	// true.
+	AllowHardlinks bool
 }
 
 // OpenWorkspace opens dir as a workspace. dir must be an existing
 // directory; it is held open (not looked up again by name) until Close.
-func OpenWorkspace(dir string) (*Workspace, error) {
+func OpenWorkspace(dir string, opts *WorkspaceOptions) (*Workspace, error) {
+	if opts == nil {
+		opts = &WorkspaceOptions{}
+	}
+	if !opts.AllowHardlinks && !linkCountKnown {
+		return nil, errors.New("open workspace: hard links cannot be told apart on this system; allow them explicitly (AllowHardlinks) if nobody untrusted can create links in the directory")
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
@@ -77,7 +98,7 @@ func OpenWorkspace(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
 	}
-	w := &Workspace{root: root, maxFiles: searchMaxFiles, maxBytes: searchMaxBytes}
+	w := &Workspace{root: root, allowLinks: opts.AllowHardlinks, maxFiles: searchMaxFiles, maxBytes: searchMaxBytes, maxWork: searchMaxWork}
 	if _, err := root.Lstat(".."); err != nil {
 		w.escapes = err
 		var pe *os.PathError
@@ -139,8 +160,23 @@ func join(dir, name string) string {
 	return dir + "/" + name
 }
 
-// openRegular opens p for reading if it is a regular file. O_NONBLOCK
-// keeps a FIFO (perhaps swapped in after a check) from blocking the open.
+// errHardlinked is the error of openRegular for a file with more than one
+// hard link.
+var errHardlinked = errors.New("more than one hard link")
+
+// hardlinked reports whether fi, a regular file's, has more than one hard
+// link and the workspace refuses such files.
+func (w *Workspace) hardlinked(fi fs.FileInfo) bool {
+	if w.allowLinks || !fi.Mode().IsRegular() {
+		return false
+	}
+	n, ok := linkCount(fi)
+	return !ok || n > 1 // unknown: refused
+}
+
+// openRegular opens p for reading if it is a regular file with one hard
+// link (or the workspace allows more). O_NONBLOCK keeps a FIFO (perhaps
+// swapped in after a check) from blocking the open.
 func (w *Workspace) openRegular(p, shown string) (*os.File, fs.FileInfo, error) {
 	f, err := w.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -158,6 +194,9 @@ func (w *Workspace) openRegular(p, shown string) (*os.File, fs.FileInfo, error) 
 	case !fi.Mode().IsRegular():
 		f.Close()
 		return nil, nil, fmt.Errorf("path %q is not a regular file", shown)
+	case w.hardlinked(fi):
+		f.Close()
+		return nil, nil, fmt.Errorf("path %q is not read: it has %w, and a hard link may lead outside the workspace", shown, errHardlinked)
 	}
 	return f, fi, nil
 }
@@ -231,28 +270,45 @@ func (t listFiles) Call(ctx context.Context, args json.RawMessage) (string, erro
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 
 	var b strings.Builder
-	for i, e := range entries[:min(len(entries), listMax)] {
-		if i > 0 {
+	line := func(format string, args ...any) {
+		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
+		fmt.Fprintf(&b, format, args...)
+	}
+	linked := 0
+	for _, e := range entries[:min(len(entries), listMax)] {
 		p := join(dir, e.Name())
-		b.WriteString(p)
 		isDir := e.IsDir()
-		if e.Type()&fs.ModeSymlink != 0 {
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
 			// A link is shown as what it leads to when that is inside.
 			if fi, err := w.root.Stat(p); err == nil {
 				isDir = fi.IsDir()
+				if w.hardlinked(fi) {
+					linked++
+					continue
+				}
+			}
+		case e.Type().IsRegular() && !w.allowLinks:
+			if fi, err := w.root.Lstat(p); err == nil && w.hardlinked(fi) {
+				linked++
+				continue
 			}
 		}
 		if isDir {
-			b.WriteByte('/')
+			p += "/"
 		}
+		line("%s", p)
+	}
+	if linked > 0 {
+		line("[%s with more than one hard link not shown: a hard link may lead outside the workspace]", plural(linked, "file"))
 	}
 	switch more := len(entries) - listMax; {
 	case !complete:
-		fmt.Fprintf(&b, "\n[… at least %d more entries not shown]", max(more, 1))
+		line("[… at least %d more entries not shown]", max(more, 1))
 	case more > 0:
-		fmt.Fprintf(&b, "\n[… %d more entries not shown]", more)
+		line("[… %d more entries not shown]", more)
 	}
 	return b.String(), nil
 }
@@ -376,217 +432,4 @@ func trimPartialRune(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-type searchFiles struct{ w *Workspace }
-
-var _ Tool = searchFiles{}
-
-func (searchFiles) Spec() Spec {
-	return Spec{
-		Name: "search_files",
-		Description: "Search the text files under a path of the workspace (default: all of it) for a " +
-			"regular expression (Go RE2 syntax, e.g. \"(?i)todo\" for case-insensitive), line by line. " +
-			"Returns one line per matching line, \"path:line: text\", path relative to the workspace " +
-			"root, text cut to 256 bytes around the match. Stops after 200 matches, 10000 files or " +
-			"64 MiB read, and says so: then narrow the pattern or the path. Binary files, symbolic " +
-			"links and .git directories are skipped. Read-only.",
-		InputSchema: json.RawMessage(`{
-	"type": "object",
-	"properties": {
-		"pattern": {"type": "string", "description": "Regular expression in Go RE2 syntax, matched against each line."},
-		"path": {"type": "string", "description": "Directory or file relative to the workspace root; default \".\" (the root)."}
-	},
-	"required": ["pattern"],
-	"additionalProperties": false
-}`),
-	}
-}
-
-// search is one search_files call's progress.
-type search struct {
-	w       *Workspace
-	re      *regexp.Regexp
-	out     strings.Builder
-	matches int
-	files   int
-	bytes   int64
-	stopped string // why the search stopped early, if it did
-}
-
-func (t searchFiles) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	var a struct {
-		Pattern string `json:"pattern"`
-		Path    string `json:"path"`
-	}
-	if err := decodeArgs(args, &a); err != nil {
-		return "", err
-	}
-	if a.Pattern == "" {
-		return "", errors.New("argument \"pattern\" is required")
-	}
-	if len(a.Pattern) > searchMaxPattern {
-		return "", fmt.Errorf("pattern is %d bytes; at most %d", len(a.Pattern), searchMaxPattern)
-	}
-	re, err := regexp.Compile(a.Pattern)
-	if err != nil {
-		return "", fmt.Errorf("bad pattern %q: %v", a.Pattern, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	w := t.w
-	start := clean(a.Path)
-	fi, err := w.root.Stat(start)
-	if err != nil {
-		return "", w.fail(a.Path, err)
-	}
-
-	s := &search{w: w, re: re}
-	switch {
-	case fi.IsDir():
-		err = s.dir(ctx, start)
-	case fi.Mode().IsRegular():
-		err = s.file(ctx, start)
-	default:
-		return "", fmt.Errorf("path %q is not a regular file", a.Path)
-	}
-	if err != nil {
-		return "", err
-	}
-	if s.stopped != "" {
-		fmt.Fprintf(&s.out, "[… %s; narrow the pattern or the path]", s.stopped)
-	}
-	if s.matches == 0 && s.stopped == "" {
-		return fmt.Sprintf("no matches (%d files read)", s.files), nil
-	}
-	return strings.TrimSuffix(s.out.String(), "\n"), nil
-}
-
-// dir searches the tree under the directory p, in name order. Entries
-// are taken as the directory listing gives them: a symbolic link is not
-// followed, so the walk never leaves the workspace nor loops. A directory
-// or file that cannot be read is passed over; only ctx's error is
-// returned.
-func (s *search) dir(ctx context.Context, p string) error {
-	f, err := s.w.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil
-	}
-	entries, _ := f.ReadDir(-1) // on an error, what was read is searched
-	f.Close()
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		q := join(p, e.Name())
-		switch {
-		case e.IsDir() && e.Name() != ".git":
-			err = s.dir(ctx, q)
-		case e.Type().IsRegular():
-			if s.files >= s.w.maxFiles {
-				s.stopped = fmt.Sprintf("stopped after reading %d files", s.files)
-			} else {
-				err = s.file(ctx, q)
-			}
-		}
-		if err != nil || s.stopped != "" {
-			return err
-		}
-	}
-	return nil
-}
-
-// file searches the file at p. A file that cannot be opened, is not a
-// regular file or is binary is passed over; only ctx's error is returned.
-func (s *search) file(ctx context.Context, p string) error {
-	if s.bytes >= s.w.maxBytes {
-		s.stopped = fmt.Sprintf("stopped after reading %d bytes", s.bytes)
-		return nil
-	}
-	f, fi, err := s.w.openRegular(p, p)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	s.files++
-
-	budget := s.w.maxBytes - s.bytes
-	r := bufio.NewReaderSize(io.LimitReader(f, budget), searchLineScan)
-	head, _ := r.Peek(sniffLen)
-	if looksBinary(head, len(head) < sniffLen) {
-		return nil
-	}
-	var read int64
-	defer func() {
-		s.bytes += read
-		if read >= budget && fi.Size() > read {
-			s.stopped = fmt.Sprintf("stopped after reading %d bytes", s.bytes)
-		}
-	}()
-	for line := 1; ; line++ {
-		if line%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		text, err := r.ReadSlice('\n')
-		read += int64(len(text))
-		if err == bufio.ErrBufferFull {
-			// Only the start of a long line is searched; skip the rest.
-			s.match(p, line, text)
-			for err == bufio.ErrBufferFull {
-				var rest []byte
-				rest, err = r.ReadSlice('\n')
-				read += int64(len(rest))
-			}
-			if s.stopped != "" {
-				return nil
-			}
-		} else if len(text) > 0 {
-			s.match(p, line, bytes.TrimSuffix(bytes.TrimSuffix(text, []byte("\n")), []byte("\r")))
-			if s.stopped != "" {
-				return nil
-			}
-		}
-		if err != nil {
-			return nil // io.EOF, or a read error: the file ends here
-		}
-	}
-}
-
-// match adds line n of file p to the result if it matches.
-func (s *search) match(p string, n int, line []byte) {
-	loc := s.re.FindIndex(line)
-	if loc == nil {
-		return
-	}
-	if s.matches == searchMaxMatches {
-		s.stopped = fmt.Sprintf("stopped at %d matches", s.matches)
-		return
-	}
-	s.matches++
-	fmt.Fprintf(&s.out, "%s:%d: %s\n", p, n, excerpt(line, loc[0]))
-}
-
-// excerpt returns line cut to at most searchMaxLine bytes (plus the
-// marks of the cuts) so that it shows the match starting at byte at.
-func excerpt(line []byte, at int) string {
-	if len(line) <= searchMaxLine {
-		return strings.ToValidUTF8(string(line), "\uFFFD")
-	}
-	from := max(0, min(at-searchMaxLine/4, len(line)-searchMaxLine))
-	for from > 0 && !utf8.RuneStart(line[from]) {
-		from--
-	}
-	cut := trimPartialRune(line[from:min(from+searchMaxLine, len(line))])
-	s := strings.ToValidUTF8(string(cut), "\uFFFD")
-	if from > 0 {
-		s = "…" + s
-	}
-	if from+len(cut) < len(line) {
-		s += "…"
-	}
-	return s
 }

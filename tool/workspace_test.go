@@ -76,7 +76,7 @@ func newTree(t *testing.T) *tree {
 	for name, target := range links {
 		mustDo(t, os.Symlink(target, filepath.Join(tr.dir, filepath.FromSlash(name))))
 	}
-	ws, err := OpenWorkspace(tr.dir)
+	ws, err := OpenWorkspace(tr.dir, nil)
 	mustDo(t, err)
 	t.Cleanup(func() { ws.Close() })
 	tr.ws = ws
@@ -142,7 +142,7 @@ func TestOpenWorkspace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ws, err := OpenWorkspace(tt.dir)
+			ws, err := OpenWorkspace(tt.dir, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want an error with %q", err, tt.wantErr)
@@ -156,7 +156,7 @@ func TestOpenWorkspace(t *testing.T) {
 }
 
 func TestSpecs(t *testing.T) {
-	ws, err := OpenWorkspace(t.TempDir())
+	ws, err := OpenWorkspace(t.TempDir(), nil)
 	mustDo(t, err)
 	defer ws.Close()
 	var set Set
@@ -326,106 +326,6 @@ func TestReadFilePaging(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestSearchFiles(t *testing.T) {
-	tr := newTree(t)
-	tests := []struct {
-		name, args, want, wantErr string
-	}{
-		// .git, binary, non-UTF-8 files and symbolic links (link-in-dir,
-		// link-out-dir, sub/link-up) are not searched.
-		{name: "whole workspace", args: `{"pattern":"needle"}`,
-			want: "sub/b.txt:1: a needle here\nsub/deeper/c.go:1: package c // needle"},
-		{name: "subdirectory", args: `{"pattern":"needle","path":"sub/deeper"}`, want: "sub/deeper/c.go:1: package c // needle"},
-		{name: "one file", args: `{"pattern":"o","path":"a.txt"}`, want: "a.txt:1: hello\na.txt:2: world"},
-		{name: "symlinked directory inside, given", args: `{"pattern":"needle","path":"link-in-dir"}`,
-			want: "link-in-dir/b.txt:1: a needle here\nlink-in-dir/deeper/c.go:1: package c // needle"},
-		{name: "regular expression", args: `{"pattern":"^(?i)HELLO$"}`, want: "a.txt:1: hello"},
-		{name: "no match", args: `{"pattern":"zebra"}`, want: "no matches (6 files read)"},
-		{name: "secret is not reached", args: `{"pattern":"SECRET"}`, want: "no matches (6 files read)"},
-		{name: "git directory given", args: `{"pattern":"needle","path":".git"}`, want: ".git/config:1: needle"},
-		{name: "bad pattern", args: `{"pattern":"a(b"}`, wantErr: "bad pattern \"a(b\": error parsing regexp: missing closing )"},
-		{name: "no pattern", args: `{"path":"sub"}`, wantErr: `argument "pattern" is required`},
-		{name: "missing path", args: `{"pattern":"x","path":"nope"}`, wantErr: `path "nope" does not exist`},
-		{name: "unknown argument", args: `{"pattern":"x","glob":"*.go"}`, wantErr: `unknown argument "glob"`},
-		{name: "pattern too long", args: `{"pattern":"` + strings.Repeat("a", searchMaxPattern+1) + `"}`, wantErr: "at most 4096"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := tr.call(t, context.Background(), "search_files", tt.args)
-			check(t, out, err, tt.want, tt.wantErr)
-		})
-	}
-}
-
-func TestSearchFilesBounds(t *testing.T) {
-	tr := newTree(t)
-	write := func(name, content string) {
-		p := filepath.Join(tr.dir, filepath.FromSlash(name))
-		mustDo(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		mustDo(t, os.WriteFile(p, []byte(content), 0o644))
-	}
-	write("many/m.txt", strings.Repeat("match\n", searchMaxMatches+50))
-	write("exact/m.txt", strings.Repeat("match\n", searchMaxMatches))
-	write("long/l.txt", strings.Repeat("x", 10_000)+"needle"+strings.Repeat("é", 10_000)+"\n")
-	write("huge/h.txt", "needle"+strings.Repeat("y", 2*searchLineScan)+"\nneedle again\n")
-	write("late/l.txt", strings.Repeat("y", 2*searchLineScan)+"needle\n")
-	for i := range 5 {
-		write(fmt.Sprintf("files/f%d.txt", i), "needle\n")
-	}
-	write("bytes/a.txt", strings.Repeat("z", 100)+"\n")
-	write("bytes/b.txt", strings.Repeat("z", 100)+"\nneedle\n")
-	write("bytes/c.txt", "needle\n")
-
-	t.Run("many matches", func(t *testing.T) {
-		out, err := tr.call(t, context.Background(), "search_files", `{"pattern":"match","path":"many"}`)
-		mustDo(t, err)
-		lines := strings.Split(out, "\n")
-		if len(lines) != searchMaxMatches+1 || lines[searchMaxMatches-1] != "many/m.txt:200: match" ||
-			lines[searchMaxMatches] != "[… stopped at 200 matches; narrow the pattern or the path]" {
-			t.Fatalf("got %d lines, ending %q", len(lines), lines[len(lines)-2:])
-		}
-	})
-	t.Run("exactly the most matches", func(t *testing.T) {
-		out, err := tr.call(t, context.Background(), "search_files", `{"pattern":"match","path":"exact"}`)
-		mustDo(t, err)
-		if lines := strings.Split(out, "\n"); len(lines) != searchMaxMatches || strings.Contains(out, "stopped") {
-			t.Fatalf("got %d lines, ending %q", len(lines), lines[len(lines)-1])
-		}
-	})
-	t.Run("long line is cut around the match", func(t *testing.T) {
-		out, err := tr.call(t, context.Background(), "search_files", `{"pattern":"needle","path":"long"}`)
-		mustDo(t, err)
-		text, ok := strings.CutPrefix(out, "long/l.txt:1: …")
-		if !ok || !strings.HasSuffix(text, "…") || !strings.Contains(text, "xneedleé") ||
-			len(text) > searchMaxLine+len("…") || strings.ContainsRune(text, '\uFFFD') {
-			t.Fatalf("got %q", out)
-		}
-	})
-	t.Run("only the start of a huge line is searched", func(t *testing.T) {
-		out, err := tr.call(t, context.Background(), "search_files", `{"pattern":"needle","path":"huge"}`)
-		mustDo(t, err)
-		if !strings.HasPrefix(out, "huge/h.txt:1: needleyyy") || !strings.HasSuffix(out, "…\nhuge/h.txt:2: needle again") {
-			t.Fatalf("got %q", out)
-		}
-		out, err = tr.call(t, context.Background(), "search_files", `{"pattern":"needle","path":"late"}`)
-		check(t, out, err, "no matches (1 files read)", "")
-	})
-
-	tr.ws.maxFiles = 3
-	t.Run("files bound", func(t *testing.T) {
-		out, err := tr.call(t, context.Background(), "search_files", `{"pattern":"needle","path":"files"}`)
-		check(t, out, err, "files/f0.txt:1: needle\nfiles/f1.txt:1: needle\nfiles/f2.txt:1: needle\n"+
-			"[… stopped after reading 3 files; narrow the pattern or the path]", "")
-	})
-	tr.ws.maxFiles = searchMaxFiles
-	tr.ws.maxBytes = 150
-	t.Run("bytes bound", func(t *testing.T) {
-		out, err := tr.call(t, context.Background(), "search_files", `{"pattern":"needle","path":"bytes"}`)
-		check(t, out, err, "[… stopped after reading 150 bytes; narrow the pattern or the path]", "")
-	})
-	tr.ws.maxBytes = searchMaxBytes
 }
 
 // TestEscapes gives every tool every way out of the workspace.

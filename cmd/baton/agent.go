@@ -18,6 +18,7 @@ import (
 // agentConfig is what the flags say about each task's agent loop (§10).
 type agentConfig struct {
 	workspace  string
+	hardlinks  bool // --workspace-allow-hardlinks
 	mcp        []mcptool.Spec
 	mcpConfirm string
 }
@@ -31,6 +32,7 @@ func agentFlags(fs *flag.FlagSet, l *solver.Loop, a *agentConfig) {
 	fs.IntVar(&l.TodoCompleteAfter, "todo-complete-after", 3, "successful tool calls that complete the active todo item")
 	fs.IntVar(&l.TodoBlockAfter, "todo-block-after", 2, "consecutive failed tool calls that block the active todo item")
 	fs.StringVar(&a.workspace, "workspace", "", "directory the read-only workspace tools (list_files, read_file, search_files) may read")
+	fs.BoolVar(&a.hardlinks, "workspace-allow-hardlinks", false, "let the workspace tools read files with more than one hard link: a hardlink may point outside the workspace; allow only if nobody untrusted can create links in it")
 	fs.Func("mcp", "an MCP server whose tools every task is offered, as NAME=COMMAND [ARGS…] (stdio; repeatable; tools named NAME__TOOL)", func(v string) error {
 		spec, err := mcptool.ParseSpec(v)
 		if err != nil {
@@ -69,7 +71,7 @@ func tools(ctx context.Context, a agentConfig, log *slog.Logger) (*tool.Set, io.
 		return nil, nil, errors.New("--mcp-confirm: names no --mcp server")
 	}
 	if a.workspace != "" {
-		ws, err := tool.OpenWorkspace(a.workspace)
+		ws, err := tool.OpenWorkspace(a.workspace, &tool.WorkspaceOptions{AllowHardlinks: a.hardlinks})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--workspace: %w", err)
 		}
@@ -80,6 +82,20 @@ func tools(ctx context.Context, a agentConfig, log *slog.Logger) (*tool.Set, io.
 		}
 	}
 	return set, closers, nil
+}
+
+// waitCalls waits, for closeGrace at most, for the tool calls the agent
+// loop abandoned at their timeout or cancel (a tool that did not obey
+// it) to end, before the tools are closed.
+func waitCalls(log *slog.Logger, calls *tool.Group) {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	if n := calls.Abandoned(); n > 0 {
+		log.Info("waiting for abandoned tool calls", "calls", n)
+	}
+	if err := calls.Wait(ctx); err != nil {
+		log.Warn("tool calls still running at exit", "err", err)
+	}
 }
 
 // multiCloser closes each of its closers, last first.

@@ -33,6 +33,7 @@ import (
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/redisstore"
 	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/tool"
 )
 
 func main() {
@@ -164,7 +165,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("configure: %w", err)
 	}
 	defer closeTools.Close()
-	c.opts.Loop.Tools = set
+	calls := &tool.Group{}
+	defer waitCalls(log, calls) // before the tools are closed
+	c.opts.Loop.Tools, c.opts.Loop.Calls = set, calls
 	var pingStore func(context.Context) error // with --store redis: for /readyz
 	if c.store == "redis" {
 		cl, closeCluster, ping, err := joinCluster(ctx, c, log)
