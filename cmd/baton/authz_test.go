@@ -73,10 +73,14 @@ func TestJWTDuplicateClaims(t *testing.T) {
 	}
 }
 
-// resumeWith opens a connection and resumes the session with token.
+// resumeWith opens a connection and resumes the session with exactly
+// token (resume would send the newest token instead of an old one).
 func resumeWith(t *testing.T, base, sessionID, token string, lastSeq uint64) *conn {
 	t.Helper()
-	return resume(t, base, wsproto.Connected{SessionID: sessionID, ResumeToken: token}, lastSeq, "")
+	c, _ := connect(t, base)
+	c.send("user.reconnect_with_state", map[string]any{"session_id": sessionID,
+		"resume_token": token, "last_seq": lastSeq, "state_checksum": ""})
+	return c
 }
 
 // TestResumeTokenRotates: every resume answers with a new resume token
