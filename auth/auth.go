@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Errors of FromRequest and of the verifiers. Every error about a
@@ -56,14 +57,19 @@ type Verifier interface {
 }
 
 // Authenticator returns a function that authenticates a handshake request
-// with v: the credential is taken from r (FromRequest) and verified.
-func Authenticator(v Verifier) func(r *http.Request) (subject string, err error) {
-	return func(r *http.Request) (string, error) {
+// with v: the credential is taken from r (FromRequest) and verified. The
+// identity's Expires is set when v is an Identifier.
+func Authenticator(v Verifier) func(r *http.Request) (Identity, error) {
+	return func(r *http.Request) (Identity, error) {
 		token, err := FromRequest(r)
 		if err != nil {
-			return "", err
+			return Identity{}, err
 		}
-		return v.Verify(token)
+		if iv, ok := v.(Identifier); ok {
+			return iv.Identify(token)
+		}
+		sub, err := v.Verify(token)
+		return Identity{Subject: sub}, err
 	}
 }
 
@@ -122,4 +128,19 @@ func FromRequest(r *http.Request) (string, error) {
 // invalid is an ErrInvalid saying why; why never quotes the credential.
 func invalid(why string) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, why)
+}
+
+// Identity is who a credential names, and until when it is good.
+type Identity struct {
+	Subject string
+	// Expires is when the credential stops being accepted (a JWT's exp
+	// plus the leeway); the zero time for a credential that does not
+	// expire (a static token).
+	Expires time.Time
+}
+
+// Identifier is a Verifier that also says until when a credential is
+// good (JWT). Authenticator uses it when its Verifier is one.
+type Identifier interface {
+	Identify(token string) (Identity, error)
 }

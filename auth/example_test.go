@@ -20,7 +20,7 @@ func Example() {
 
 	r := httptest.NewRequest("GET", "/ws", nil)
 	r.Header.Set("Sec-WebSocket-Protocol", auth.Subprotocol+", "+auth.BearerPrefix+token)
-	subject, err := auth.Authenticator(v)(r)
-	fmt.Println(subject, err)
+	id, err := auth.Authenticator(v)(r)
+	fmt.Println(id.Subject, err)
 	// Output: alice <nil>
 }

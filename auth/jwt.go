@@ -8,9 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Why a JWT is refused; each wraps ErrInvalid.
@@ -54,7 +57,10 @@ type JWT struct {
 	now    func() time.Time
 }
 
-var _ Verifier = (*JWT)(nil)
+var (
+	_ Verifier   = (*JWT)(nil)
+	_ Identifier = (*JWT)(nil)
+)
 
 // NewJWT returns a verifier of tokens signed with secret, which must be
 // at least MinSecretLen bytes.
@@ -77,74 +83,182 @@ func NewJWT(secret []byte, opts *JWTOptions) (*JWT, error) {
 // Verify checks token's algorithm, signature and times, and returns its
 // sub claim.
 func (j *JWT) Verify(token string) (string, error) {
+	id, err := j.Identify(token)
+	return id.Subject, err
+}
+
+// Identify is Verify that also says until when the token is accepted:
+// its exp plus the leeway.
+//
+// The header and the claims are read strictly, so that a signed token
+// has one meaning: each part is canonical unpadded base64url and a
+// single JSON object of valid UTF-8 with nothing after it, whose member
+// names are matched exactly (RFC 7519 §4: claim names are case
+// sensitive; "SUB" is not sub) and may not repeat, nor differ only in
+// case — encoding/json alone would take the last of two subs, or a SUB,
+// for sub.
+func (j *JWT) Identify(token string) (Identity, error) {
 	h64, rest, ok := strings.Cut(token, ".")
 	p64, s64, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 || strings.Contains(s64, ".") {
-		return "", ErrMalformed
+		return Identity{}, ErrMalformed
 	}
-	var header struct {
-		Alg  string          `json:"alg"`
-		Typ  *string         `json:"typ"`
-		Crit json.RawMessage `json:"crit"`
-	}
-	if err := decodePart(h64, &header); err != nil {
-		return "", ErrMalformed
-	}
-	if header.Alg != "HS256" {
-		return "", ErrAlgorithm
-	}
-	if header.Typ != nil && !strings.EqualFold(*header.Typ, "JWT") {
-		return "", fmt.Errorf("%w: JWT typ is not JWT", ErrInvalid)
-	}
-	if header.Crit != nil {
-		return "", fmt.Errorf("%w: JWT header has crit extensions", ErrInvalid)
-	}
-	sig, err := b64.DecodeString(s64)
+	header, err := decodePart(h64)
 	if err != nil {
-		return "", ErrMalformed
+		return Identity{}, ErrMalformed
+	}
+	var alg, typ *string
+	if getString(header, "alg", &alg) != nil || getString(header, "typ", &typ) != nil {
+		return Identity{}, ErrMalformed
+	}
+	if alg == nil || *alg != "HS256" {
+		return Identity{}, ErrAlgorithm
+	}
+	if typ != nil && !strings.EqualFold(*typ, "JWT") {
+		return Identity{}, fmt.Errorf("%w: JWT typ is not JWT", ErrInvalid)
+	}
+	if _, ok := header["crit"]; ok {
+		return Identity{}, fmt.Errorf("%w: JWT header has crit extensions", ErrInvalid)
+	}
+	sig, err := decodeB64(s64)
+	if err != nil {
+		return Identity{}, ErrMalformed
 	}
 	mac := hmac.New(sha256.New, j.secret)
 	mac.Write([]byte(token[:len(h64)+1+len(p64)]))
 	if !hmac.Equal(sig, mac.Sum(nil)) {
-		return "", ErrSignature
+		return Identity{}, ErrSignature
 	}
 	// Only a signed payload is read.
-	var claims struct {
-		Sub *string  `json:"sub"`
-		Exp *float64 `json:"exp"`
-		Nbf *float64 `json:"nbf"`
+	claims, err := decodePart(p64)
+	if err != nil {
+		return Identity{}, ErrClaims
 	}
-	if err := decodePart(p64, &claims); err != nil {
-		return "", ErrClaims
+	var sub *string
+	var exp, nbf *float64
+	if getString(claims, "sub", &sub) != nil || getNumber(claims, "exp", &exp) != nil || getNumber(claims, "nbf", &nbf) != nil {
+		return Identity{}, ErrClaims
 	}
-	if claims.Sub == nil || *claims.Sub == "" || claims.Exp == nil {
-		return "", ErrClaims
+	if sub == nil || *sub == "" || exp == nil {
+		return Identity{}, ErrClaims
 	}
 	now := j.now()
-	if !now.Before(numericDate(*claims.Exp).Add(j.leeway)) {
-		return "", ErrExpired
+	until := numericDate(*exp).Add(j.leeway)
+	if !now.Before(until) {
+		return Identity{}, ErrExpired
 	}
-	if claims.Nbf != nil && now.Before(numericDate(*claims.Nbf).Add(-j.leeway)) {
-		return "", ErrNotYet
+	if nbf != nil && now.Before(numericDate(*nbf).Add(-j.leeway)) {
+		return Identity{}, ErrNotYet
 	}
-	return *claims.Sub, nil
+	return Identity{Subject: *sub, Expires: until}, nil
 }
 
 // b64 is the unpadded base64url of JWS compact serialization, strict
 // about trailing bits so that a signature has one encoding.
 var b64 = base64.RawURLEncoding.Strict()
 
-// decodePart decodes one base64url JSON object of a token into v. A
-// decoding error's text is dropped by the caller: it may quote the token.
-func decodePart(part string, v any) error {
-	b, err := b64.DecodeString(part)
+// decodeB64 decodes one part of a token. Only the base64url alphabet is
+// allowed: the decoder itself skips CR and LF, which would give a token
+// other spellings.
+func decodeB64(part string) ([]byte, error) {
+	for i := 0; i < len(part); i++ {
+		c := part[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, errAlphabet
+		}
+	}
+	return b64.DecodeString(part)
+}
+
+var (
+	errAlphabet  = errors.New("not base64url")
+	errUTF8      = errors.New("not valid UTF-8")
+	errDuplicate = errors.New("a member name repeated, or differing only in case")
+	errTrailing  = errors.New("data after the JSON object")
+)
+
+// decodePart decodes one base64url JSON object of a token into its
+// members, refusing a name that repeats or that differs from another only
+// in case, and anything after the object. A decoding error's text is
+// dropped by the caller: it may quote the token.
+func decodePart(part string) (map[string]json.RawMessage, error) {
+	b, err := decodeB64(part)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if !utf8.Valid(b) { // encoding/json would turn it into U+FFFD: two spellings of one name
+		return nil, errUTF8
 	}
 	if len(b) == 0 || b[0] != '{' {
-		return errNotObject
+		return nil, errNotObject
 	}
-	return json.Unmarshal(b, v)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
+	}
+	members := make(map[string]json.RawMessage)
+	folded := make(map[string]bool)
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, ok := t.(string)
+		if !ok {
+			return nil, errNotObject
+		}
+		f := foldName(name)
+		if folded[f] {
+			return nil, errDuplicate
+		}
+		folded[f] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		members[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errTrailing
+	}
+	return members, nil
+}
+
+// foldName is name with each rune replaced by the smallest of its
+// case-folding orbit: two names fold alike exactly when strings.EqualFold,
+// encoding/json's matching, holds them equal.
+func foldName(name string) string {
+	var sb strings.Builder
+	for _, r := range name {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		sb.WriteRune(least)
+	}
+	return sb.String()
+}
+
+// getString sets *v to member name's string, leaving it nil when the
+// member is absent or null; another type is an error.
+func getString(m map[string]json.RawMessage, name string, v **string) error {
+	return getMember(m, name, v)
+}
+
+// getNumber is getString for a number.
+func getNumber(m map[string]json.RawMessage, name string, v **float64) error {
+	return getMember(m, name, v)
+}
+
+func getMember[T any](m map[string]json.RawMessage, name string, v **T) error {
+	raw, ok := m[name]
+	if !ok {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
 }
 
 // numericDate is a JWT NumericDate (seconds since the epoch, possibly

@@ -181,3 +181,77 @@ func flip(c byte) string {
 	}
 	return "A"
 }
+
+// TestJWTStrict: a signed token has one meaning. Member names repeated,
+// or differing only in case, at the top of the header or the claims are
+// refused (encoding/json alone takes the last, whatever its case), as are
+// names in another case than the RFC's, non-canonical base64url and JSON
+// that is not exactly one object of valid UTF-8.
+func TestJWTStrict(t *testing.T) {
+	exp := fmtInt(unix(time.Hour))
+	good := forge(hs256, claims("eve", unix(time.Hour), ""), secret)
+	h64, _, _ := strings.Cut(good, ".")
+	tests := []struct {
+		name    string
+		token   string
+		want    string // the subject; "" when refused
+		wantErr error
+	}{
+		{"sub and SUB", forge(hs256, `{"sub":"eve","SUB":"alice","exp":`+exp+`}`, secret), "", ErrClaims},
+		{"SUB and sub", forge(hs256, `{"SUB":"alice","sub":"eve","exp":`+exp+`}`, secret), "", ErrClaims},
+		{"sub twice", forge(hs256, `{"sub":"eve","exp":`+exp+`,"sub":"alice"}`, secret), "", ErrClaims},
+		{"sub and Sub", forge(hs256, `{"sub":"eve","Sub":"alice","exp":`+exp+`}`, secret), "", ErrClaims},
+		{"exp twice", forge(hs256, `{"sub":"eve","exp":`+exp+`,"exp":`+exp+`}`, secret), "", ErrClaims},
+		{"exp and EXP", forge(hs256, `{"sub":"eve","exp":1,"EXP":`+exp+`}`, secret), "", ErrClaims},
+		{"nbf and Nbf", forge(hs256, `{"sub":"eve","exp":`+exp+`,"nbf":1,"Nbf":1}`, secret), "", ErrClaims},
+		{"an unknown claim twice", forge(hs256, `{"sub":"eve","exp":`+exp+`,"x":1,"X":2}`, secret), "", ErrClaims},
+		{"a Kelvin sign folds to k", forge(hs256, `{"sub":"eve","exp":`+exp+`,"k":1,"\u212a":2}`, secret), "", ErrClaims},
+		{"SUB alone is not sub", forge(hs256, `{"SUB":"alice","exp":`+exp+`}`, secret), "", ErrClaims},
+		{"EXP alone is not exp", forge(hs256, `{"sub":"eve","EXP":`+exp+`}`, secret), "", ErrClaims},
+		{"duplicates below the top level are the claim's own", forge(hs256, `{"sub":"eve","exp":`+exp+`,"o":{"a":1,"a":2}}`, secret), "eve", nil},
+		{"alg twice", forge(`{"alg":"none","alg":"HS256"}`, claims("eve", unix(time.Hour), ""), secret), "", ErrMalformed},
+		{"alg and ALG", forge(`{"ALG":"none","alg":"HS256"}`, claims("eve", unix(time.Hour), ""), secret), "", ErrMalformed},
+		{"ALG alone is not alg", forge(`{"ALG":"HS256"}`, claims("eve", unix(time.Hour), ""), secret), "", ErrAlgorithm},
+		{"typ and TYP", forge(`{"alg":"HS256","typ":"JWT","TYP":"JWT"}`, claims("eve", unix(time.Hour), ""), secret), "", ErrMalformed},
+		{"CRIT is a duplicate-free unknown member", forge(`{"alg":"HS256","CRIT":["x"]}`, claims("eve", unix(time.Hour), ""), secret), "eve", nil},
+		{"alg not a string", forge(`{"alg":1}`, claims("eve", unix(time.Hour), ""), secret), "", ErrMalformed},
+		{"data after the claims", forge(hs256, claims("eve", unix(time.Hour), "")+`{}`, secret), "", ErrClaims},
+		{"data after the header", forge(hs256+` 1`, claims("eve", unix(time.Hour), ""), secret), "", ErrMalformed},
+		{"white space after the claims", forge(hs256, claims("eve", unix(time.Hour), "")+" \n", secret), "eve", nil},
+		{"claims not valid UTF-8", forge(hs256, "{\"sub\":\"eve\xff\",\"exp\":"+exp+"}", secret), "", ErrClaims},
+		{"a member name not valid UTF-8", forge(hs256, "{\"sub\":\"eve\",\"exp\":"+exp+",\"\xff\":1,\"\xfe\":1}", secret), "", ErrClaims},
+		{"a newline in the header's base64", h64[:4] + "\n" + good[4:], "", ErrMalformed},
+		{"a CR in the signature", good[:len(good)-3] + "\r" + good[len(good)-3:], "", ErrMalformed},
+		{"standard base64 alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(forge(hs256, `{"sub":"eve>>>","exp":`+exp+`,"p":"??>"}`, secret)), "", ErrMalformed},
+		{"padded header", strings.Replace(forge(`{"alg":"HS256"}`, claims("eve", unix(time.Hour), ""), secret), ".", "=.", 1), "", ErrMalformed},
+		{"non-zero trailing bits", h64[:len(h64)-1] + flip(h64[len(h64)-1]) + good[len(h64):], "", ErrMalformed},
+	}
+	v, err := NewJWT(secret, &JWTOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub, err := v.Verify(tt.token)
+			if sub != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("got %q, %v; want %q, %v", sub, err, tt.want, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err %v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// TestJWTIdentify: a token is good until its exp plus the leeway.
+func TestJWTIdentify(t *testing.T) {
+	exp := unix(time.Hour)
+	v, err := NewJWT(secret, &JWTOptions{Leeway: 10 * time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := v.Identify(forge(hs256, claims("alice", exp, ""), secret))
+	if err != nil || id.Subject != "alice" || !id.Expires.Equal(time.Unix(exp, 0).Add(10*time.Second)) {
+		t.Fatalf("got %+v, %v; want alice until exp+10s", id, err)
+	}
+}

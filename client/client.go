@@ -351,6 +351,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, ErrClosed
 	}
 	c.ws = ws
+	c.token = m.ResumeToken // the server rotates it on every resume
 	c.resent = 0
 	c.stats.Resumes++
 	if m.Resync {

@@ -143,7 +143,7 @@ func New() *Metrics {
 	}
 	m.sessNew, m.sessTaken = m.sessOpened.WithLabelValues("new"), m.sessOpened.WithLabelValues("taken_over")
 	for _, end := range []string{orchestrator.EndClientClosed, orchestrator.EndLost, orchestrator.EndFrameTooLarge,
-		orchestrator.EndNoPong, orchestrator.EndWriteFailed, orchestrator.EndTooSlow, orchestrator.EndReplaced,
+		orchestrator.EndNoPong, orchestrator.EndWriteFailed, orchestrator.EndTooSlow, orchestrator.EndReplaced, orchestrator.EndTokenExpired,
 		orchestrator.EndRestart, orchestrator.EndServerOther} {
 		m.connsClosed.WithLabelValues(end)
 	}

@@ -21,14 +21,14 @@ import (
 func TestAuthenticateBeforeUpgrade(t *testing.T) {
 	srv, err := New(simModels(), &Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Authenticate: func(r *http.Request) (string, error) {
+		Authenticate: func(r *http.Request) (auth.Identity, error) {
 			switch r.Header.Get("Authorization") {
 			case "":
-				return "", auth.ErrNoCredential
+				return auth.Identity{}, auth.ErrNoCredential
 			case "Bearer good":
-				return "alice", nil
+				return auth.Identity{Subject: "alice"}, nil
 			}
-			return "", fmt.Errorf("%w: unknown token", auth.ErrInvalid)
+			return auth.Identity{}, fmt.Errorf("%w: unknown token", auth.ErrInvalid)
 		},
 	})
 	if err != nil {

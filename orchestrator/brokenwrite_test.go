@@ -118,12 +118,20 @@ func TestBrokenWriteEndsStream(t *testing.T) {
 		if f.opcode != 1 {
 			t.Fatalf("frame %d has opcode %d; want text frames and pings only, no close after a write stopped part-way", i, f.opcode)
 		}
-		var e struct{ Seq int64 }
+		var e struct {
+			Seq      int64
+			Metadata struct {
+				ResumeToken string `json:"resume_token"`
+			}
+		}
 		if err := json.Unmarshal(f.payload, &e); err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
 		if e.Seq != last+1 && (e.Seq != 0 || last != 0) { // the resume's system.connected has no seq
 			t.Fatalf("frame %d has seq %d after %d", i, e.Seq, last)
+		}
+		if e.Seq == 0 {
+			token = e.Metadata.ResumeToken // the resume rotated it
 		}
 		last = e.Seq
 	}

@@ -29,6 +29,10 @@ type Cluster interface {
 	Create(ctx context.Context, id string, rec Record, hooks RingHooks) (buffer.Durable, error)
 	// Lookup returns a session's record; ErrNoSession when there is none.
 	Lookup(ctx context.Context, id string) (Record, error)
+	// Rotate replaces the session's token hash with next if it is old,
+	// atomically, reporting whether it did; ErrNoSession when there is
+	// no such session.
+	Rotate(ctx context.Context, id string, old, next [32]byte) (bool, error)
 	// Alive reports whether a server still serves.
 	Alive(ctx context.Context, node string) (bool, error)
 	// Claim makes this server the session's owner if from still is,

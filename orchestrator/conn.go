@@ -42,6 +42,9 @@ type conn struct {
 	// flood rate-limits the client's frames (reader goroutine only); nil
 	// without a limit.
 	flood *flood
+	// expires is when the credential the connection was opened with stops
+	// being good; zero for never. Set before serve.
+	expires time.Time
 
 	// bc is the network connection under ws, which gathers a batch's
 	// writes into one (batchconn.go); nil in tests without a socket.
@@ -65,6 +68,9 @@ type conn struct {
 	stopped bool
 	pinging bool        // a ping is in flight
 	pinger  *time.Timer // starts the next ping; nil without pings
+	// expiry closes the connection when its credential expires; nil when
+	// it does not.
+	expiry *time.Timer
 
 	closing atomic.Bool    // a close has been requested
 	wg      sync.WaitGroup // the writer, any ping in flight, a proxied session's tail
@@ -251,6 +257,23 @@ func (c *conn) startPings() {
 	}
 }
 
+// startExpiry closes the connection with 4001 (token expired) when its
+// credential expires: a connection may not outlive what let it in. Its
+// session stays, for a resume on a connection with a fresh credential.
+// The timer's function only asks for the close, which never blocks; one
+// that fires after the reader stopped is a no-op (closeWith).
+func (c *conn) startExpiry() {
+	if c.expires.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	c.expiry = time.AfterFunc(time.Until(c.expires), func() {
+		c.logger().Info("credential expired; closing the connection")
+		c.closeWith(websocket.StatusCode(wsproto.CloseTokenExpired), "token expired")
+	})
+	c.mu.Unlock()
+}
+
 // ping starts a ping in a goroutine of its own, since Ping waits for the
 // pong and no goroutine must wait meanwhile; at most one is in flight. A
 // peer that does not answer within PongTimeout is dropped; its session
@@ -299,6 +322,9 @@ func (c *conn) stop() {
 	writing := c.writing
 	if c.pinger != nil {
 		c.pinger.Stop()
+	}
+	if c.expiry != nil {
+		c.expiry.Stop()
 	}
 	c.mu.Unlock()
 	if !writing {
@@ -360,6 +386,8 @@ func serverEnd(code websocket.StatusCode) string {
 		return EndTooSlow
 	case wsproto.CloseSessionReplaced:
 		return EndReplaced
+	case wsproto.CloseTokenExpired:
+		return EndTokenExpired
 	}
 	return EndServerOther
 }

@@ -67,6 +67,7 @@ const (
 	EndWriteFailed   = "write_failed"    // the server dropped it: a write failed
 	EndTooSlow       = "too_slow"        // 1013: its send queue overflowed
 	EndReplaced      = "replaced"        // 4000: its session was resumed elsewhere
+	EndTokenExpired  = "token_expired"   // 4001: the credential it was opened with expired
 	EndRestart       = "server_restart"  // 1012: drain, shutdown, or the session moved
 	EndServerOther   = "server_other"    // the server closed it with another code
 )

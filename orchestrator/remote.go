@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -93,6 +94,25 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 }
 
+// rotateShared replaces the session's token hash in the store with hash if
+// token is still its token. Of two resumes with one token, on any servers,
+// one wins; the other is rejected.
+func (s *Server) rotateShared(id, token string, hash [sha256.Size]byte) *wsproto.Error {
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	ok, err := s.opts.Cluster.Rotate(ctx, id, sha256.Sum256([]byte(token)), hash)
+	switch {
+	case errors.Is(err, ErrNoSession):
+		return errRejected
+	case err != nil:
+		s.log.Error("resume: rotate the resume token", "session", id, "err", err)
+		return errStore
+	case !ok:
+		return errRejected
+	}
+	return nil
+}
+
 var errStore = &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserReconnect,
 	Message: "the session store did not answer; resume again"}
 
@@ -119,11 +139,15 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		s.log.Error("resume: read the session", "session", req.SessionID, "err", err)
 		return errStore
 	}
+	token := newToken()
+	if e := s.rotateShared(req.SessionID, req.ResumeToken, sha256.Sum256([]byte(token))); e != nil {
+		return e
+	}
 	fresh := c.sess
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
 	c.log.Store(s.log.With(c.logAttrs("session", req.SessionID, "owner", owner)...))
-	c.send(a.frames(s.log, req.SessionID, req.ResumeToken)...)
+	c.send(a.frames(s.log, req.SessionID, token)...)
 	c.wg.Add(1)
 	go c.tail(tctx, a.last)
 	s.dropSession(fresh)

@@ -101,13 +101,15 @@ type Options struct {
 	// Nil: sessions live in this server's memory only.
 	Cluster Cluster
 	// Authenticate decides who opens a connection, before the upgrade: it
-	// returns the subject the request's credential names, or an error,
+	// returns the identity the request's credential names, or an error,
 	// and the handshake is then refused with 401 (auth.ErrNoCredential:
 	// none given; anything else: a bad one). A session belongs to the
-	// subject that created it and only that subject can resume it.
-	// Defaults to nil: every connection is let in as the anonymous
-	// subject "".
-	Authenticate func(r *http.Request) (subject string, err error)
+	// subject that created it and only that subject can resume it. A
+	// connection is closed with 4001 (token expired) when its identity's
+	// Expires passes; its session stays for a resume with a fresh
+	// credential. Defaults to nil: every connection is let in as the
+	// anonymous subject "", for good.
+	Authenticate func(r *http.Request) (auth.Identity, error)
 	// Budget caps each subject's run starts and model tokens, counted on
 	// this server (package budget). Defaults to no limits.
 	Budget budget.Limits
@@ -300,7 +302,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // a fresh session, to which adm's place goes; c is nil when it fails, the
 // client told why.
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission) (c *conn, token string) {
-	subject, ok := s.authenticate(w, r)
+	id, ok := s.authenticate(w, r)
 	if !ok {
 		return nil, ""
 	}
@@ -318,14 +320,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission)
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess, token, err := s.newSession(r.Context(), subject)
+	sess, token, err := s.newSession(r.Context(), id.Subject)
 	adm.sessionMade()
 	if err != nil {
 		s.log.Error("new session", "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
 		return nil, ""
 	}
-	c = newConn(s, ws, up.conn, subject)
+	c = newConn(s, ws, up.conn, id.Subject)
+	c.expires = id.Expires
 	c.attach(sess)
 	s.mu.Lock()
 	if s.closed || s.draining.Load() {
@@ -346,6 +349,7 @@ func (c *conn) serve(token string) {
 	s := c.srv
 	opened := time.Now()
 	c.startPings()
+	c.startExpiry()
 	c.sess.attachFresh(c, token)
 	s.attachShared(c, c.sess.id)
 	err := c.readLoop()
@@ -367,16 +371,16 @@ func (c *conn) serve(token string) {
 }
 
 // authenticate runs Options.Authenticate on a handshake and returns the
-// subject; when it fails, the request is answered 401 with a Bearer
+// identity; when it fails, the request is answered 401 with a Bearer
 // challenge (RFC 6750 §3) and ok is false. The log says why, never with
 // the credential.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (subject string, ok bool) {
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (id auth.Identity, ok bool) {
 	if s.opts.Authenticate == nil {
-		return "", true
+		return auth.Identity{}, true
 	}
-	subject, err := s.opts.Authenticate(r)
+	id, err := s.opts.Authenticate(r)
 	if err == nil {
-		return subject, true
+		return id, true
 	}
 	challenge, msg := `Bearer realm="baton"`, "authentication required: send a bearer token"
 	if !errors.Is(err, auth.ErrNoCredential) {
@@ -385,7 +389,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (subject s
 	s.log.Info("websocket handshake unauthenticated", "remote", r.RemoteAddr, "err", err)
 	w.Header().Set("WWW-Authenticate", challenge)
 	http.Error(w, msg, http.StatusUnauthorized)
-	return "", false
+	return auth.Identity{}, false
 }
 
 // Close closes every connection with 1012, then cancels every run and

@@ -26,9 +26,6 @@ import (
 type session struct {
 	id  string
 	srv *Server
-	// tokenHash is the SHA-256 of the resume token: the token itself is
-	// only ever known to the client (the store keeps the hash too).
-	tokenHash [sha256.Size]byte
 	// subject is whom the session belongs to: the subject that created
 	// it ("" without authentication). Only its connections resume it.
 	subject string
@@ -49,6 +46,10 @@ type session struct {
 
 	mu   sync.Mutex // guards the fields below; held across append+send and every ring call
 	conn *conn
+	// tokenHash is the SHA-256 of the resume token: the token itself is
+	// only ever known to the client. Each resume replaces it (rotate).
+	// With a cluster the store's copy is the one that counts.
+	tokenHash [sha256.Size]byte
 	// sent is the latest seq sent to conn, with a durable ring.
 	sent     uint64
 	state    wsproto.State
@@ -105,11 +106,6 @@ func newToken() string {
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// tokenMatches compares token with the session's in constant time.
-func (sess *session) tokenMatches(token string) bool {
-	return tokenMatches(sess.tokenHash, token)
 }
 
 // tokenMatches reports, in constant time, whether token has the hash.
@@ -344,13 +340,25 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 	// Another subject's session is rejected as an unknown one is, with
 	// the same answer, even with its resume token.
-	if old == nil || !old.tokenMatches(req.ResumeToken) || old.subject != c.subject {
+	if old == nil || old.subject != c.subject {
 		return errRejected
+	}
+	// The token rotates: the answer carries a new one and the one
+	// presented stops working, so a stolen token is good for one resume,
+	// which the session's client notices (its own next resume is refused).
+	token := newToken()
+	hash := sha256.Sum256([]byte(token))
+	if s.opts.Cluster != nil {
+		// The store decides, atomically: another server may be resuming
+		// the session with the same token (proxy).
+		if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
+			return e
+		}
 	}
 	fresh := c.sess
 
 	old.mu.Lock()
-	if old.closed {
+	if old.closed || (s.opts.Cluster == nil && !tokenMatches(old.tokenHash, req.ResumeToken)) {
 		old.mu.Unlock()
 		return errRejected
 	}
@@ -360,7 +368,8 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		s.log.Error("resume: read ring", "session", old.id, "err", err)
 		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
 	}
-	frames := a.frames(s.log, old.id, req.ResumeToken)
+	old.tokenHash = hash
+	frames := a.frames(s.log, old.id, token)
 	prev := old.conn
 	old.conn, old.sent = c, a.last
 	old.detachedAt.Store(0)

@@ -114,6 +114,11 @@ func noSession(err error) error {
 	return err
 }
 
+func (cl *Cluster) Rotate(ctx context.Context, id string, old, next [32]byte) (bool, error) {
+	ok, err := cl.store.RotateToken(ctx, id, hex.EncodeToString(old[:]), hex.EncodeToString(next[:]))
+	return ok, noSession(err)
+}
+
 func (cl *Cluster) Alive(ctx context.Context, node string) (bool, error) {
 	return cl.node.Alive(ctx, node)
 }

@@ -91,3 +91,62 @@ func TestAppendScript(t *testing.T) {
 		t.Errorf("a write to a session gone: %v, want ErrNotFound", err)
 	}
 }
+
+// TestRotateToken: a token hash is replaced only from its current value;
+// of many rotations from one hash at once, exactly one wins.
+func TestRotateToken(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s, err := New(srv.Client(t), Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, "s", SessionMeta{TokenHash: "t0", Capacity: 4}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		old, next string
+		want      bool
+		wantErr   error
+	}{
+		{"from the current hash", "t0", "t1", true, nil},
+		{"from the replaced hash", "t0", "t2", false, nil},
+		{"from the new hash", "t1", "t2", true, nil},
+		{"an unknown session", "t2", "t3", false, ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "s"
+			if tt.wantErr != nil {
+				id = "none"
+			}
+			ok, err := s.RotateToken(ctx, id, tt.old, tt.next)
+			if ok != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("got %v, %v; want %v, %v", ok, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	if info, err := s.Lookup(ctx, "s"); err != nil || info.TokenHash != "t2" {
+		t.Fatalf("token %q, %v; want t2", info.TokenHash, err)
+	}
+
+	const racers = 8
+	wins := make(chan bool, racers)
+	for i := range racers {
+		go func() {
+			ok, err := s.RotateToken(ctx, "s", "t2", fmt.Sprint("r", i))
+			wins <- ok && err == nil
+		}()
+	}
+	won := 0
+	for range racers {
+		if <-wins {
+			won++
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d rotations from one hash won, want 1", won, racers)
+	}
+}

@@ -28,6 +28,20 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
 `)
 
+// rotateScript sets token to ARGV[2] if it is ARGV[1]; returns 1 if it
+// did. The session's expiry is left as it is.
+//
+// KEYS: meta. ARGV: old token hash, new token hash.
+var rotateScript = redis.NewScript(`
+local token = redis.call('HGET', KEYS[1], 'token')
+if not token then
+  return redis.error_reply('NOSESSION session is not in the store')
+end
+if token ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'token', ARGV[2])
+return 1
+`)
+
 // claimScript sets owner to ARGV[2] if it is ARGV[1]; returns 1 if it did.
 //
 // KEYS: meta, events. ARGV: from, to, ttl (ms, 0 = none).

@@ -225,6 +225,19 @@ func (s *Store) Claim(ctx context.Context, id, from string) (bool, error) {
 	return n == 1, nil
 }
 
+// RotateToken replaces the session's token hash (hex, as in SessionMeta)
+// with next if it is old, in one atomic step, and reports whether it did;
+// ErrNotFound if the session is not there. Of two rotations from the same
+// hash, one wins.
+func (s *Store) RotateToken(ctx context.Context, id, old, next string) (bool, error) {
+	k := keysOf(id)
+	n, err := rotateScript.Run(ctx, s.client, k[:1], old, next).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: rotate the token of session %s: %w", id, scriptError(err))
+	}
+	return n == 1, nil
+}
+
 // Lookup reads a session's meta; ErrNotFound if it is not there.
 func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 	k := keysOf(id)

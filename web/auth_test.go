@@ -42,6 +42,33 @@ func TestJSClientToken(t *testing.T) {
 	}
 }
 
+// TestJSClientExpiry runs baton-client.mjs against a real server whose
+// JWTs expire with no leeway (testdata/expiry.mjs): each connection is
+// closed with 4001 at its token's exp, the client reconnects with a fresh
+// token from its token function and resumes, and every resume rotates the
+// resume token, the first one then being rejected.
+func TestJSClientExpiry(t *testing.T) {
+	nodeBin(t)
+	const secret = "a-test-secret-of-at-least-32-bytes!"
+	v, err := auth.NewJWT([]byte(secret), &auth.JWTOptions{Leeway: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, time.Millisecond, &orchestrator.Options{Authenticate: auth.Authenticator(v)})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out strings.Builder
+	cmd := nodeCommand(ctx, t, []string{"BATON_WS=" + srv.WS(), "BATON_JWT_SECRET=" + secret},
+		"--experimental-websocket", "testdata/expiry.mjs")
+	cmd.Stdout = &out
+	cmd.Stderr = t.Output()
+	err = cmd.Run()
+	t.Log(out.String())
+	if err != nil || !strings.HasSuffix(out.String(), "OK\n") {
+		t.Fatalf("testdata/expiry.mjs: %v (ctx: %v)", err, ctx.Err())
+	}
+}
+
 // TestUIToken: the page takes its token from the URL's fragment, takes it
 // out of the address bar, passes it at the handshake (a subprotocol, which
 // Chromium accepts only because the server selects "baton"), and keeps it

@@ -192,10 +192,12 @@ func (r *recorder) snapshot() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if f := read(); f.Event != wsproto.EventConnected || !f.meta(r.t)["resync"].(bool) {
+	f := read()
+	if f.Event != wsproto.EventConnected || !f.meta(r.t)["resync"].(bool) {
 		r.t.Fatalf("resync answered %s %s", f.Event, f.Metadata)
 	}
-	f := read()
+	r.token = f.meta(r.t)["resume_token"].(string) // each resume rotates it
+	f = read()
 	var snap struct {
 		Seq   uint64          `json:"seq"`
 		Phase json.RawMessage `json:"phase"`

@@ -81,6 +81,7 @@ const (
 	CloseServiceRestart  = 1012
 	CloseTryAgainLater   = 1013 // the client's send queue overflowed
 	CloseSessionReplaced = 4000
+	CloseTokenExpired    = 4001 // the credential the connection was opened with expired
 )
 
 // Phases of a session (§6).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/budget"
@@ -12,14 +14,16 @@ import (
 
 // authConfig is what the flags say about who may connect.
 type authConfig struct {
-	tokens    string // --auth-tokens: SUBJECT=TOKEN,… or @FILE
-	jwtSecret string // --jwt-secret
+	tokens     string // --auth-tokens: SUBJECT=TOKEN,… or @FILE
+	jwtSecret  string // --jwt-secret
+	secretFile string // --jwt-secret-file
 }
 
 // authFlags declares the authentication and budget flags on fs.
 func authFlags(fs *flag.FlagSet, a *authConfig, b *budget.Limits) {
 	fs.StringVar(&a.tokens, "auth-tokens", "", "static bearer tokens: SUBJECT=TOKEN,… or @FILE with one SUBJECT=TOKEN a line; a handshake without a valid one is refused with 401")
-	fs.StringVar(&a.jwtSecret, "jwt-secret", "", "HS256 secret (32 bytes or more) of the JWTs clients present (sub is the subject, exp is enforced); prefer BATON_JWT_SECRET, which stays out of process listings")
+	fs.StringVar(&a.jwtSecret, "jwt-secret", "", "HS256 secret (32 bytes or more) of the JWTs clients present (sub is the subject, exp is enforced); prefer --jwt-secret-file or BATON_JWT_SECRET, which stay out of process listings")
+	fs.StringVar(&a.secretFile, "jwt-secret-file", "", "file holding the HS256 secret of --jwt-secret (one trailing newline is ignored)")
 	fs.IntVar(&b.RunsPerMinute, "budget-runs-per-minute", 0, "most runs one subject may start a minute on this server (0: unlimited)")
 	fs.Int64Var(&b.TokensPerDay, "budget-tokens-per-day", 0, "most model tokens one subject may use a UTC day on this server (0: unlimited)")
 }
@@ -28,9 +32,24 @@ func authFlags(fs *flag.FlagSet, a *authConfig, b *budget.Limits) {
 // checks the budget's limits.
 func (c *config) checkAuth() error {
 	a := c.auth
+	secretFrom := "jwt-secret"
+	if a.secretFile != "" {
+		if a.jwtSecret != "" {
+			return fmt.Errorf("%s and %s are both set: give the secret once", c.src("jwt-secret"), c.src("jwt-secret-file"))
+		}
+		b, err := os.ReadFile(a.secretFile)
+		if err != nil { // names the file, never its content
+			return fmt.Errorf("%s: read the secret file: %w", c.src("jwt-secret-file"), err)
+		}
+		s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if s == "" {
+			return fmt.Errorf("%s: the secret file %s is empty", c.src("jwt-secret-file"), a.secretFile)
+		}
+		a.jwtSecret, c.auth.jwtSecret, secretFrom = s, s, "jwt-secret-file"
+	}
 	switch {
 	case a.tokens != "" && a.jwtSecret != "":
-		return fmt.Errorf("%s and %s are both set: choose static tokens or JWTs", c.src("auth-tokens"), c.src("jwt-secret"))
+		return fmt.Errorf("%s and %s are both set: choose static tokens or JWTs", c.src("auth-tokens"), c.src(secretFrom))
 	case a.tokens != "":
 		pairs, err := auth.LoadPairs(a.tokens)
 		if err != nil {
@@ -44,7 +63,7 @@ func (c *config) checkAuth() error {
 	case a.jwtSecret != "":
 		v, err := auth.NewJWT([]byte(a.jwtSecret), nil)
 		if err != nil {
-			return fmt.Errorf("%s: %w", c.src("jwt-secret"), err)
+			return fmt.Errorf("%s: %w", c.src(secretFrom), err)
 		}
 		c.opts.Authenticate = auth.Authenticator(v)
 	}

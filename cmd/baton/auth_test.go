@@ -373,17 +373,21 @@ func TestClusterCrossSubjectResume(t *testing.T) {
 	alice, hello := connectAs(t, onA, aliceToken)
 	alice.send("user.solve_tasks", map[string]any{"tasks": slowTasks(3)})
 	alice.expect(wsproto.EventSolverStart)
+	// Each resume rotates the resume token: every one presents the latest.
+	resumeToken := hello.ResumeToken
 	resumeAs := func(token string) *conn {
 		c, _ := connectAs(t, onB, token)
 		c.send("user.reconnect_with_state", map[string]any{"session_id": hello.SessionID,
-			"resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""})
+			"resume_token": resumeToken, "last_seq": 0, "state_checksum": ""})
 		return c
 	}
 
 	resumeAs(bobToken).expectError(wsproto.CodeResumeRejected) // served from the store
-	if m := meta[wsproto.Connected](t, resumeAs(aliceToken).expect(wsproto.EventConnected)); !m.Resumed {
+	m := meta[wsproto.Connected](t, resumeAs(aliceToken).expect(wsproto.EventConnected))
+	if !m.Resumed {
 		t.Fatalf("alice's resume through B: %+v", m)
 	}
+	resumeToken = m.ResumeToken
 
 	a.kill(t)
 	// The lease lapses in about 3 s; the deadline leaves room for a loaded machine.

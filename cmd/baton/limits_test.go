@@ -171,8 +171,9 @@ func TestOutboundFrameCap(t *testing.T) {
 	// the big texts cut.
 	c.send("user.reconnect_with_state", map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken,
 		"last_seq": 0, "state_checksum": ""})
-	if m := meta[wsproto.Connected](t, c.expect(wsproto.EventConnected)); m.Resync || m.LastSeq != seen.LastSeq {
-		t.Fatalf("resume %+v, want a replay up to %d", m, seen.LastSeq)
+	replay := meta[wsproto.Connected](t, c.expect(wsproto.EventConnected))
+	if replay.Resync || replay.LastSeq != seen.LastSeq {
+		t.Fatalf("resume %+v, want a replay up to %d", replay, seen.LastSeq)
 	}
 	sent := map[uint64]client.Frame{}
 	for _, f := range live.all() {
@@ -228,7 +229,7 @@ func TestOutboundFrameCap(t *testing.T) {
 
 	// A resync (a checksum that does not match): the snapshot is the
 	// state the client built from the cut events.
-	r := resume(t, base, wsproto.Connected{SessionID: hello.SessionID, ResumeToken: hello.ResumeToken}, seen.LastSeq, "wrong")
+	r := resume(t, base, wsproto.Connected{SessionID: hello.SessionID, ResumeToken: replay.ResumeToken}, seen.LastSeq, "wrong")
 	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resync {
 		t.Fatalf("resume %+v, want a resync", m)
 	}

@@ -208,6 +208,12 @@ func (c *conn) read(timeout time.Duration) (client.Frame, error) {
 	if _, hasSeq := env["seq"]; hasSeq != wsproto.Sequenced(f.Event) {
 		return f, fmt.Errorf("seq presence wrong on %s: %s", f.Event, b)
 	}
+	if f.Event == wsproto.EventConnected {
+		var m wsproto.Connected
+		if json.Unmarshal(f.Metadata, &m) == nil {
+			tokens.saw(m)
+		}
+	}
 	return f, nil
 }
 

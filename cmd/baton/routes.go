@@ -71,15 +71,16 @@ var publishProcess sync.Once
 // debugRoutes is the profiling surface, served only on --debug-addr. Its
 // /debug/vars has a "process" var, {"cpu_ns", "write_syscalls"} (the
 // latter left out off Linux), which baton-load -debug-addr divides by the
-// events of a load.
+// events of a load. Its /debug/vars and /debug/pprof/cmdline show the
+// command line with the secrets redacted (redact.go).
 func debugRoutes() http.Handler {
 	publishProcess.Do(func() { expvar.Publish("process", expvar.Func(func() any { return proc.Read() })) })
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/debug/vars", expvar.Handler())
+	mux.HandleFunc("/debug/vars", vars)
 	return mux
 }

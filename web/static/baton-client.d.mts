@@ -186,7 +186,8 @@ export interface ClientOptions {
   /**
    * Bearer token for a server with authentication on (--auth-tokens, --jwt-secret), or a
    * function returning it, called at every connection (so a refreshed JWT is used on the
-   * next reconnect). Sent as the subprotocol "baton.bearer.<token>" beside "baton", or as
+   * next reconnect — as after the server closes a connection whose JWT expired, code
+   * 4001, and the client reconnects and resumes). Sent as the subprotocol "baton.bearer.<token>" beside "baton", or as
    * the access_token query parameter when the token has characters a subprotocol cannot
    * hold. Defaults to none.
    */

@@ -1132,6 +1132,9 @@ export class BatonClient {
       return;
     }
     this.#stats.resumes++;
+    // Every resume rotates the token (§3.5): the one just sent is dead.
+    this.#token = str(m.resume_token) || this.#token;
+    this.#persist();
     if (m.resync) {
       this.#stats.resyncs++;
       conn.phase = "snapshot";

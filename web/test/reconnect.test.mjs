@@ -96,6 +96,30 @@ test("closed with 4000 (session replaced): DISCONNECTED, and no reconnection", a
   assert.equal(client.sessionId, "sess_1", "the session is kept: connect() takes it back");
 });
 
+test("every resume rotates the token: the next resume sends the newest; 4001 (token expired) reconnects asking the token function again", async (t) => {
+  const server = new FakeServer();
+  let asked = 0;
+  const { client } = newClient(server, { backoffInitial: 1, token: () => `jwt-${++asked}` });
+  let ws = await connectFresh(server, client);
+  let sent = "tok_sess_1";
+  for (const [i, code] of [1006, 4001, 4001].entries()) {
+    ws.drop(code);
+    ws = await server.accept(i + 1);
+    assert.deepEqual(ws.protocols, ["baton", `baton.bearer.jwt-${i + 2}`], `connection ${i + 2}'s bearer`);
+    ws.deliver(connected(`sess_fresh_${i}`, `tok_fresh_${i}`));
+    await until(() => ws.sent.length === 1, `resume ${i + 1}`);
+    assert.equal(ws.sent[0].event, "user.reconnect_with_state");
+    assert.deepEqual([ws.sent[0].metadata.session_id, ws.sent[0].metadata.resume_token], ["sess_1", sent], `resume ${i + 1}'s token`);
+    sent = `tok_rotated_${i}`;
+    ws.deliver({ event: "system.connected", session_id: "sess_1", metadata: { session_id: "sess_1", resume_token: sent,
+      resumed: true, last_seq: 0, state_checksum: "", buffer_capacity: 1000, replayed: 0 } });
+    await until(() => client.connection === "CONNECTED", `connected after resume ${i + 1}`);
+  }
+  assert.equal(client.sessionId, "sess_1");
+  assert.equal(client.stats.resumes, 3);
+  client.close();
+});
+
 test("reconnect: false: a drop ends the client; a pending connect() rejects", async () => {
   const server = new FakeServer();
   const { client, rec } = newClient(server, { reconnect: false });
