@@ -81,6 +81,9 @@ const (
 	CloseServiceRestart  = 1012
 	CloseTryAgainLater   = 1013 // the client's send queue overflowed
 	CloseSessionReplaced = 4000
+	// CloseTooManySessions: the connection came beyond a session cap and
+	// its first frame did not resume a session (the 429 of sessions).
+	CloseTooManySessions = 4029
 )
 
 // Phases of a session (§6).
