@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -164,4 +167,58 @@ func TestConnectFloodLocksNoOneOut(t *testing.T) {
 	}
 	t.Logf("sessions back to %d %v after the flood ended (--idle-session-ttl %v)", want,
 		time.Since(floodEnd).Round(10*time.Millisecond), idleTTL)
+}
+
+// TestClusterSessionCaps: with --store redis, a node at its --max-sessions
+// still serves a resume of a session another node owns, and still takes
+// a dead node's run over; an unused session is deleted from Redis
+// --idle-session-ttl after its connection left, and its resume is then
+// rejected; connections beyond the cap leave nothing in Redis.
+func TestClusterSessionCaps(t *testing.T) {
+	rds := redistest.Start(t)
+	a := startNode(t, "A", "127.0.0.1:0", rds.URL(), "--idle-session-ttl", "1s")
+	b := startNode(t, "B", "127.0.0.1:0", rds.URL(), "--idle-session-ttl", "1s", "--max-sessions", "1")
+	ctx := context.Background()
+	rdb := rds.Client(t)
+	stored := func(id string) bool { return rdb.Exists(ctx, "baton:{"+id+"}:meta").Val() == 1 }
+
+	held, _ := connect(t, "http://"+b.addr) // B's one session, kept
+	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, ctx, cl, "the run's first event", func(v client.View) bool { return v.LastSeq > 0 })
+	cl.Drop()
+	waitView(t, ctx, cl, "a resume on B, which is full", func(v client.View) bool { return v.Stats.Resumes == 1 })
+	eventually(t, "B to log the resume from the store", func() bool {
+		return strings.Contains(b.log.String(), "session resumed from the store")
+	})
+
+	// An unused session on A: gone from Redis within seconds of its
+	// connection, and its resume rejected.
+	idle, hello := connect(t, "http://"+a.addr)
+	idle.ws.CloseNow()
+	if !stored(hello.SessionID) {
+		t.Fatal("the session is not in Redis")
+	}
+	eventually(t, "the unused session to be deleted from Redis", func() bool { return !stored(hello.SessionID) })
+	r := resume(t, "http://"+a.addr, hello, 0, "")
+	r.expectError(wsproto.CodeResumeRejected)
+
+	// Connections beyond B's cap record nothing.
+	before := rdb.Keys(ctx, "baton:{*}:meta").Val()
+	for range 20 {
+		c, _ := connect(t, "http://"+b.addr)
+		c.ws.CloseNow()
+	}
+	if after := rdb.Keys(ctx, "baton:{*}:meta").Val(); len(after) != len(before) {
+		t.Errorf("sessions in Redis: %d before connections beyond B's cap, %d after", len(before), len(after))
+	}
+
+	// A dies mid-run: B, full, takes the run over all the same.
+	a.kill(t)
+	v := waitView(t, ctx, cl, "the final answer", finished)
+	clean(t, v)
+	eventually(t, "B to log the takeover", func() bool { return strings.Contains(b.log.String(), "session taken over") })
+	held.ws.Close(websocket.StatusNormalClosure, "")
 }
