@@ -28,19 +28,27 @@ func (c *conn) readLoop() error {
 		if !c.admitFrame(time.Now()) {
 			continue
 		}
-		if typ != websocket.MessageText {
-			c.sendError(&wsproto.Error{Code: wsproto.CodeInvalidMessage, Message: "binary frames are not accepted; send JSON text frames"})
-			continue
+		c.handle(typ, data)
+		if c.onlyResume() { // beyond a session cap, and this frame did not resume one
+			c.closeOverCap()
 		}
-		req, e := wsproto.DecodeText(data)
-		if e == nil {
-			if e = c.dispatch(req, data); e != nil && e.RefType == "" {
-				e.RefType = req.Event() // every answer to a decoded frame names it
-			}
+	}
+}
+
+// handle applies a client frame, answering a bad one with system.error.
+func (c *conn) handle(typ websocket.MessageType, data []byte) {
+	if typ != websocket.MessageText {
+		c.sendError(&wsproto.Error{Code: wsproto.CodeInvalidMessage, Message: "binary frames are not accepted; send JSON text frames"})
+		return
+	}
+	req, e := wsproto.DecodeText(data)
+	if e == nil {
+		if e = c.dispatch(req, data); e != nil && e.RefType == "" {
+			e.RefType = req.Event() // every answer to a decoded frame names it
 		}
-		if e != nil {
-			c.sendError(e)
-		}
+	}
+	if e != nil {
+		c.sendError(e)
 	}
 }
 
@@ -58,6 +66,9 @@ func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 	}
 	if c.remote != nil {
 		return c.forward(data)
+	}
+	if c.onlyResume() {
+		return nil // not applied: the connection is closed with 4029 (sessioncap.go)
 	}
 	return c.sess.apply(req)
 }

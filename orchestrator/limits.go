@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -13,15 +14,14 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// The abuse limits: connections per client address and sessions per
-// server, checked before the upgrade; client frames per connection (a
-// token bucket); and the size of the frames Baton sends.
+// The abuse limits: connections per client address, checked before the
+// upgrade; client frames per connection (a token bucket); and the size of
+// the frames Baton sends. The session caps are sessioncap.go's.
 
 // limits counts what the connection limits are checked against.
 type limits struct {
-	mu      sync.Mutex     // guards perIP, pending
-	perIP   map[string]int // open connections (and upgrades under way) by client address
-	pending int            // upgrades admitted whose session is not made yet
+	mu    sync.Mutex     // guards perIP
+	perIP map[string]int // open connections (and upgrades under way) by client address (addrKey)
 }
 
 // retryAfter is what a refused upgrade tells the client to wait.
@@ -30,15 +30,13 @@ const retryAfter = 5 * time.Second
 // admission is a connection let through the limits; done gives its place
 // back when it ends.
 type admission struct {
-	srv    *Server
-	ip     string
-	seated bool
+	srv *Server
+	ip  string // addrKey of the client's address
 }
 
-// admit checks the connection limits before the upgrade: beyond
-// MaxConnsPerIP from the request's address it answers 429, beyond
-// MaxSessions on this server 503, both with a Retry-After, and reports
-// false. An admitted upgrade holds a session's place until sessionMade.
+// admit checks the connection limit before the upgrade: beyond
+// MaxConnsPerIP from the request's address it answers 429 with a
+// Retry-After, and reports false.
 func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*admission, bool) {
 	a := &admission{srv: s, ip: clientIP(r)}
 	l := &s.limits
@@ -49,16 +47,10 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) (*admission, bool
 		refuse(w, http.StatusTooManyRequests, "too many connections from your address")
 		return nil, false
 	}
-	if max := s.opts.MaxSessions; max > 0 && s.Sessions()+l.pending >= max {
-		s.log.Warn("upgrade refused: the server holds its most sessions", "remote", r.RemoteAddr, "limit", max)
-		refuse(w, http.StatusServiceUnavailable, "this server holds all the sessions it may; try again later")
-		return nil, false
-	}
 	if l.perIP == nil {
 		l.perIP = make(map[string]int)
 	}
 	l.perIP[a.ip]++
-	l.pending++
 	return a, true
 }
 
@@ -67,21 +59,8 @@ func refuse(w http.ResponseWriter, status int, msg string) {
 	http.Error(w, msg, status)
 }
 
-// sessionMade hands the place the upgrade held over to its session, now
-// counted among the server's.
-func (a *admission) sessionMade() {
-	l := &a.srv.limits
-	l.mu.Lock()
-	if !a.seated {
-		a.seated = true
-		l.pending--
-	}
-	l.mu.Unlock()
-}
-
 // done gives the connection's place back.
 func (a *admission) done() {
-	a.sessionMade()
 	l := &a.srv.limits
 	l.mu.Lock()
 	if l.perIP[a.ip]--; l.perIP[a.ip] <= 0 {
@@ -90,14 +69,34 @@ func (a *admission) done() {
 	l.mu.Unlock()
 }
 
-// clientIP is the address connections are counted by: the TCP peer's IP.
-// Behind a proxy every client has the proxy's.
+// clientIP is the address connections and anonymous sessions are counted
+// by: the TCP peer's IP as addrKey groups it. Behind a proxy every client
+// has the proxy's.
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	return addrKey(host)
+}
+
+// addrKey is the key of a client address for the per-address limits: an
+// IPv4 address itself, an IPv6 address its /64 — the least a subscriber
+// is given, so one of them holds a whole /64 and could otherwise take a
+// fresh address for every connection — and an IPv4-mapped IPv6 address
+// its IPv4 one. The zone is dropped. What does not parse as an address is
+// its own key.
+func addrKey(host string) string {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	a = a.WithZone("").Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64) // never fails for IPv6
+	return p.String()
 }
 
 // abuseWindow is how long refused frames are counted for: more than

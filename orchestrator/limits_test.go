@@ -85,19 +85,22 @@ func TestAdmitFrame(t *testing.T) {
 	}
 }
 
-// TestAdmitUpgrade: the connection limits answer before the upgrade, and
-// an upgrade admitted holds its place until its connection ends.
+// TestAdmitUpgrade: the connection limit answers before the upgrade; the
+// session cap upgrades with a provisional session, which a frame other
+// than a resume closes with 4029; no session's place is held once the
+// upgrades are answered.
 func TestAdmitUpgrade(t *testing.T) {
 	tests := []struct {
-		name   string
-		opts   Options
-		open   int // connections that stay open
-		status int // of the next upgrade
+		name        string
+		opts        Options
+		open        int  // connections that stay open
+		status      int  // of the next upgrade
+		provisional bool // the next upgrade's session
 	}{
-		{"no limits", Options{}, 3, http.StatusSwitchingProtocols},
-		{"per address", Options{MaxConnsPerIP: 3}, 3, http.StatusTooManyRequests},
-		{"per server", Options{MaxSessions: 3}, 3, http.StatusServiceUnavailable},
-		{"under both", Options{MaxConnsPerIP: 4, MaxSessions: 4}, 3, http.StatusSwitchingProtocols},
+		{"no limits", Options{}, 3, http.StatusSwitchingProtocols, false},
+		{"per address", Options{MaxConnsPerIP: 3}, 3, http.StatusTooManyRequests, false},
+		{"per server", Options{MaxSessions: 3}, 3, http.StatusSwitchingProtocols, true},
+		{"under both", Options{MaxConnsPerIP: 4, MaxSessions: 4}, 3, http.StatusSwitchingProtocols, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,10 +126,16 @@ func TestAdmitUpgrade(t *testing.T) {
 			}
 			ws, resp, err := websocket.Dial(ctx, url, nil)
 			if err == nil {
-				// Upgraded: its place is given back once its session is
-				// made, before system.connected.
+				// Upgraded: its session is made, or provisional, before
+				// system.connected.
 				if _, _, err := ws.Read(ctx); err != nil {
 					t.Fatal(err)
+				}
+				if tt.provisional {
+					ws.Write(ctx, websocket.MessageText, []byte(`{"event":"user.ack","metadata":{"last_seq":0}}`))
+					if _, b, err := ws.Read(ctx); websocket.CloseStatus(err) != wsproto.CloseTooManySessions {
+						t.Errorf("after a frame other than a resume: %.100s %v, want the close 4029", b, err)
+					}
 				}
 				ws.CloseNow()
 			}
@@ -136,11 +145,15 @@ func TestAdmitUpgrade(t *testing.T) {
 			if tt.status != http.StatusSwitchingProtocols && resp.Header.Get("Retry-After") == "" {
 				t.Errorf("no Retry-After")
 			}
-			srv.limits.mu.Lock()
-			pending := srv.limits.pending
-			srv.limits.mu.Unlock()
-			if pending != 0 {
-				t.Errorf("%d upgrades still hold a place", pending)
+			srv.mu.Lock()
+			making, held := srv.making, len(srv.sessions)
+			srv.mu.Unlock()
+			want := tt.open // and the next upgrade's, unless refused or provisional
+			if err == nil && !tt.provisional {
+				want++
+			}
+			if making != 0 || held != want {
+				t.Errorf("%d sessions being made, %d held; want 0 and %d", making, held, want)
 			}
 		})
 	}

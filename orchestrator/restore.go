@@ -79,8 +79,9 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 			return nil, fmt.Errorf("restore session %s: event %d: %w", id, e.Seq, err)
 		}
 	}
-	sess := &session{id: id, tokenHash: rec.TokenHash, subject: rec.Subject, srv: s, ring: ring, state: state,
-		confirms: make(map[string]*confirm)}
+	sess := &session{id: id, tokenHash: rec.TokenHash, subject: rec.Subject, owner: ownerKey(rec.Subject, ""),
+		srv: s, ring: ring, state: state, confirms: make(map[string]*confirm)}
+	sess.used.Store(true) // restored from somewhere: it keeps SessionTTL
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	if sess.dur = newDurable(ring); sess.dur != nil {
 		seq, _, err := ring.Last(ctx)
@@ -109,7 +110,8 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 		sess.cancel()
 		return nil, fmt.Errorf("restore session %s: %w", id, ErrSessionExists)
 	}
-	s.sessions[id] = sess
+	s.sessions[id] = sess // counted, never refused: the session exists (sessioncap.go)
+	s.ownLocked(sess.owner)
 	s.obs.SessionOpened(true)
 	s.log.Info("session restored", "session", id, "checkpoint_seq", cp.Seq, "tail", len(tail), "run", r != nil)
 	if r != nil {

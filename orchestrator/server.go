@@ -29,6 +29,11 @@ type Options struct {
 	// SessionTTL is how long a session outlives its last connection.
 	// Defaults to 5m.
 	SessionTTL time.Duration
+	// IdleSessionTTL is how long a session that has never sequenced an
+	// event (no run was started in it) outlives its last connection:
+	// resuming it gains nothing over a fresh session, so it is not kept
+	// for SessionTTL. Defaults to 10s, and is never more than SessionTTL.
+	IdleSessionTTL time.Duration
 	// ConfirmTimeout is how long a confirmation waits for its answer.
 	// Defaults to 5m.
 	ConfirmTimeout time.Duration
@@ -74,12 +79,22 @@ type Options struct {
 	// RateBurst to twice RateLimit.
 	RateLimit int
 	RateBurst int
-	// MaxConnsPerIP is the most connections one client address may have
-	// open; more are refused with 429 before the upgrade. MaxSessions is
-	// the most sessions this server holds; an upgrade beyond it is refused
-	// with 503. Both default to 0: no limit.
+	// MaxConnsPerIP is the most connections one client address (an IPv6
+	// /64: addrKey) may have open; more are refused with 429 before the
+	// upgrade. Defaults to 0: no limit.
 	MaxConnsPerIP int
-	MaxSessions   int
+	// MaxSessions is the most sessions this server holds;
+	// MaxSessionsPerSubject the most one authenticated subject holds on
+	// it, and MaxSessionsPerIP the most the anonymous clients of one
+	// address (an IPv6 /64) hold on it. A connection beyond one of them is
+	// upgraded with a provisional session that is not counted and is good
+	// only for resuming a session (sessioncap.go): any other first frame,
+	// or a resume that fails, closes it with 4029. A resume is never
+	// refused for a cap, nor is a session taken over from a failed
+	// server. All default to 0: no limit.
+	MaxSessions           int
+	MaxSessionsPerSubject int
+	MaxSessionsPerIP      int
 	// MaxFrameBytes caps the frames of sequenced events: a longer one has
 	// its texts cut to fit (wsproto.FitFrame). Defaults to 0: no cap.
 	MaxFrameBytes int
@@ -137,6 +152,8 @@ func (o *Options) withDefaults() Options {
 	}
 	defInt(&c.BufferSize, buffer.DefaultCapacity)
 	def(&c.SessionTTL, 5*time.Minute)
+	def(&c.IdleSessionTTL, 10*time.Second)
+	c.IdleSessionTTL = min(c.IdleSessionTTL, c.SessionTTL)
 	def(&c.ConfirmTimeout, 5*time.Minute)
 	defInt(&c.MaxParallel, 4)
 	defInt(&c.MaxRetries, 3)
@@ -191,10 +208,15 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex // guards sessions, conns, closed
+	mu       sync.Mutex // guards sessions, owned, making, conns, closed
 	sessions map[string]*session
-	conns    map[*conn]struct{}
-	closed   bool
+	// owned counts the sessions held and being made by owner (ownerKey),
+	// making those being made: what the session caps are checked against
+	// (sessioncap.go).
+	owned  map[string]int
+	making int
+	conns  map[*conn]struct{}
+	closed bool
 	// draining is set once by Drain (under mu); read anywhere (drain.go).
 	draining atomic.Bool
 	// drainDeadline is the deadline of Drain's ctx (UnixNano; 0: none),
@@ -237,6 +259,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 		sessions:  make(map[string]*session),
+		owned:     make(map[string]int),
 		conns:     make(map[*conn]struct{}),
 		replies:   make(map[uint64]chan message),
 		stopSweep: make(chan struct{}),
@@ -280,7 +303,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.connWG.Add(1)
 	s.mu.Unlock()
-	adm, ok := s.admit(w, r) // 429 or 503 beyond the limits
+	adm, ok := s.admit(w, r) // 429 beyond the connections per address
 	if !ok {
 		s.connWG.Done()
 		return
@@ -299,8 +322,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // upgrade authenticates the request, upgrades it and gives the connection
-// a fresh session, to which adm's place goes; c is nil when it fails, the
-// client told why.
+// a fresh session, a provisional one beyond the session caps; c is nil
+// when it fails, the client told why.
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission) (c *conn, token string) {
 	id, ok := s.authenticate(w, r)
 	if !ok {
@@ -320,8 +343,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission)
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess, token, err := s.newSession(r.Context(), id.Subject)
-	adm.sessionMade()
+	sess, token, err := s.newSessionFrom(r.Context(), id.Subject, adm.ip)
 	if err != nil {
 		s.log.Error("new session", "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
@@ -351,7 +373,9 @@ func (c *conn) serve(token string) {
 	c.startPings()
 	c.startExpiry()
 	c.sess.attachFresh(c, token)
-	s.attachShared(c, c.sess.id)
+	if !c.sess.provisional {
+		s.attachShared(c, c.sess.id)
+	}
 	err := c.readLoop()
 
 	if c.remote != nil {
@@ -359,7 +383,11 @@ func (c *conn) serve(token string) {
 	}
 	c.stop()
 	c.sess.detach(c)
-	s.detachShared(c)
+	if c.sess.provisional && c.remote == nil {
+		s.dropSession(c.sess) // it never resumed: nothing else holds it
+	} else {
+		s.detachShared(c)
+	}
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
@@ -452,6 +480,7 @@ func (s *Server) freeSessions() {
 		sessions = append(sessions, sess)
 	}
 	clear(s.sessions)
+	clear(s.owned)
 	s.mu.Unlock()
 	for _, sess := range sessions {
 		if sess.markClosed() {
@@ -473,10 +502,12 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 }
 
-// sweep expires sessions that have had no connection for SessionTTL.
+// sweep expires sessions that have had no connection for their TTL:
+// SessionTTL, or IdleSessionTTL for a session that never sequenced an
+// event.
 func (s *Server) sweep() {
 	defer s.janitorWG.Done()
-	every := min(max(s.opts.SessionTTL/8, 5*time.Millisecond), time.Second)
+	every := min(max(s.opts.IdleSessionTTL/8, 5*time.Millisecond), time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -487,7 +518,7 @@ func (s *Server) sweep() {
 			var expired []*session
 			s.mu.Lock()
 			for _, sess := range s.sessions {
-				if at := sess.detachedAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= s.opts.SessionTTL {
+				if at := sess.detachedAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) >= sess.ttl() {
 					expired = append(expired, sess)
 				}
 			}

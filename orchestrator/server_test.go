@@ -30,7 +30,8 @@ func TestOptionsDefaults(t *testing.T) {
 				o.ReadLimit != 65536 || o.PingInterval != 25*time.Second || o.PongTimeout != 10*time.Second ||
 				o.WriteTimeout != 10*time.Second || o.SendQueue != 1064 || o.TaskTimeout != 2*time.Minute ||
 				o.NewRing == nil || o.Logger == nil || o.RateLimit != 0 || o.RateBurst != 0 || o.MaxConnsPerIP != 0 ||
-				o.MaxSessions != 0 || o.MaxFrameBytes != 0 {
+				o.MaxSessions != 0 || o.MaxFrameBytes != 0 || o.IdleSessionTTL != 10*time.Second ||
+				o.MaxSessionsPerSubject != 0 || o.MaxSessionsPerIP != 0 {
 				t.Errorf("defaults %+v", o)
 			}
 		}},
@@ -42,6 +43,11 @@ func TestOptionsDefaults(t *testing.T) {
 		{"the rate burst follows the rate", &Options{RateLimit: 5}, func(t *testing.T, o Options) {
 			if o.RateBurst != 10 {
 				t.Errorf("RateBurst %d, want 10", o.RateBurst)
+			}
+		}},
+		{"the idle TTL is never longer than the TTL", &Options{SessionTTL: time.Second}, func(t *testing.T, o Options) {
+			if o.IdleSessionTTL != time.Second {
+				t.Errorf("IdleSessionTTL %v, want 1s", o.IdleSessionTTL)
 			}
 		}},
 		{"set values stay", &Options{MaxParallel: 9, PongTimeout: time.Second}, func(t *testing.T, o Options) {

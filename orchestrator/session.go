@@ -29,7 +29,17 @@ type session struct {
 	// subject is whom the session belongs to: the subject that created
 	// it ("" without authentication). Only its connections resume it.
 	subject string
-	ring    buffer.Ring
+	// owner is what the session is counted under for the session caps
+	// (ownerKey): its subject, or an anonymous client's address.
+	owner string
+	// provisional is set on the fresh session of a connection beyond a
+	// session cap: not counted nor stored, good only for a resume
+	// (sessioncap.go).
+	provisional bool
+	// used is set once the session has sequenced an event: it then keeps
+	// SessionTTL, not IdleSessionTTL (ttl).
+	used atomic.Bool
+	ring buffer.Ring
 	// dur is set when ring is a buffer.Durable: the session is then
 	// checkpointed at every transition (checkpoint.go).
 	dur *durable
@@ -71,23 +81,34 @@ type session struct {
 	cut *wsproto.Frame
 }
 
-// newSession makes a session of subject and returns it with its resume
-// token. With a cluster, the session is recorded in its store, owned by
-// this server.
+// newSession makes a session of subject, counted under no address.
 func (s *Server) newSession(ctx context.Context, subject string) (*session, string, error) {
+	return s.newSessionFrom(ctx, subject, "")
+}
+
+// newSessionFrom makes a session of subject, connecting from the address
+// addr (addrKey), and returns it with its resume token. With a cluster,
+// the session is recorded in its store, owned by this server. Beyond a
+// session cap the session is a provisional one (sessioncap.go).
+func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*session, string, error) {
 	token := newToken()
 	sess := &session{
 		id:        "sess_" + uuid.NewString(),
 		tokenHash: sha256.Sum256([]byte(token)),
 		subject:   subject,
+		owner:     ownerKey(subject, addr),
 		srv:       s,
 		confirms:  make(map[string]*confirm),
+	}
+	if !s.reserve(sess) {
+		return s.provisional(sess), token, nil
 	}
 	if s.opts.Cluster == nil {
 		sess.ring = s.opts.NewRing(s.opts.BufferSize)
 	} else {
 		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, Subject: subject, Owner: s.opts.Cluster.Node()}, sess.hooks())
 		if err != nil {
+			s.unreserve(sess)
 			return nil, "", fmt.Errorf("record session: %w", err)
 		}
 		sess.ring, sess.shared = d, d
@@ -95,6 +116,7 @@ func (s *Server) newSession(ctx context.Context, subject string) (*session, stri
 	sess.dur = newDurable(sess.ring)
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	s.mu.Lock()
+	s.making--
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
 	s.obs.SessionOpened(false)
@@ -127,7 +149,7 @@ func (s *Server) dropSession(sess *session) {
 	if sess.markClosed() {
 		s.forget(sess)
 		sess.release()
-		if s.opts.Cluster != nil {
+		if s.opts.Cluster != nil && !sess.provisional {
 			s.forgetShared(sess.id)
 		}
 	}
@@ -135,7 +157,10 @@ func (s *Server) dropSession(sess *session) {
 
 func (s *Server) forget(sess *session) {
 	s.mu.Lock()
-	delete(s.sessions, sess.id)
+	if s.sessions[sess.id] == sess {
+		delete(s.sessions, sess.id)
+		s.disownLocked(sess.owner)
+	}
 	s.mu.Unlock()
 }
 
@@ -156,7 +181,9 @@ func (sess *session) markClosed() bool {
 // session's lock.
 func (sess *session) release() {
 	sess.cancel()
-	sess.srv.obs.SessionClosed()
+	if !sess.provisional {
+		sess.srv.obs.SessionClosed()
+	}
 	if c, ok := sess.ring.(io.Closer); ok {
 		if err := c.Close(); err != nil {
 			sess.srv.log.Error("close ring", "session", sess.id, "err", err)
@@ -194,11 +221,12 @@ func (sess *session) detach(c *conn) {
 // expire frees a session whose TTL had run out at now, unless a connection
 // came back. The TTL is checked again under the lock: the sweeper chose the
 // session from a reading taken without it, and the session may have been
-// resumed and dropped again since, which restarts its TTL.
+// resumed and dropped again since, which restarts its TTL, or have
+// sequenced its first event, which lengthens it.
 func (sess *session) expire(now time.Time) bool {
 	sess.mu.Lock()
 	at := sess.detachedAt.Load()
-	if sess.conn != nil || sess.closed || at == 0 || now.Sub(time.Unix(0, at)) < sess.srv.opts.SessionTTL {
+	if sess.conn != nil || sess.closed || at == 0 || now.Sub(time.Unix(0, at)) < sess.ttl() {
 		sess.mu.Unlock()
 		return false
 	}
@@ -210,7 +238,11 @@ func (sess *session) expire(now time.Time) bool {
 	}
 	sess.srv.forget(sess)
 	sess.release()
-	sess.srv.log.Info("session expired", "session", sess.id)
+	if sess.used.Load() {
+		sess.srv.log.Info("session expired", "session", sess.id)
+	} else { // a connect/close flood makes thousands a second
+		sess.srv.log.Debug("idle session freed", "session", sess.id)
+	}
 	return true
 }
 
@@ -283,6 +315,9 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 		return
 	}
 	sess.srv.obs.Event(event)
+	if !sess.used.Load() {
+		sess.used.Store(true) // it keeps SessionTTL from now on
+	}
 	sess.state.Apply(event, applied)
 	if sess.dur != nil {
 		sess.transitionLocked(e.Seq, event, applied) // commits the unit

@@ -82,6 +82,9 @@ const (
 	CloseTryAgainLater   = 1013 // the client's send queue overflowed
 	CloseSessionReplaced = 4000
 	CloseTokenExpired    = 4001 // the credential the connection was opened with expired
+	// CloseTooManySessions: the connection came beyond a session cap and
+	// its first frame did not resume a session (the 429 of sessions).
+	CloseTooManySessions = 4029
 )
 
 // Phases of a session (§6).

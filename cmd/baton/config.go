@@ -86,6 +86,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.openai.MaxOutputTokens, "max-output-tokens", 1024, "most tokens one completion may produce")
 	fs.IntVar(&o.BufferSize, "buffer-size", 1000, "events kept per session for replay")
 	fs.DurationVar(&o.SessionTTL, "session-ttl", 5*time.Minute, "how long a session outlives its last connection")
+	fs.DurationVar(&o.IdleSessionTTL, "idle-session-ttl", 10*time.Second, "how long a session in which no run was started outlives its last connection (at most --session-ttl)")
 	fs.DurationVar(&o.ConfirmTimeout, "confirm-timeout", 5*time.Minute, "how long a confirmation waits for its answer")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "tasks of a run executing at once")
 	fs.IntVar(&o.MaxRetries, "max-retries", 3, "retries of a failed task or plan after its first execution (3: at most 4 executions); the events' max_attempts")
@@ -101,8 +102,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
 	fs.IntVar(&o.RateLimit, "rate-limit", 20, "client frames a second one connection may send on average; more are refused with rate_limited, and sustained, closed with 1008 (0: no limit)")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "client frames one connection may send at once above --rate-limit (0: twice --rate-limit)")
-	fs.IntVar(&o.MaxConnsPerIP, "max-conns-per-ip", 100, "most open connections from one client IP; more are refused with 429 (0: no limit)")
-	fs.IntVar(&o.MaxSessions, "max-sessions", 10000, "most sessions this server holds; a new connection beyond it is refused with 503 (0: no limit)")
+	fs.IntVar(&o.MaxConnsPerIP, "max-conns-per-ip", 100, "most open connections from one client IP (an IPv6 /64); more are refused with 429 (0: no limit)")
+	fs.IntVar(&o.MaxSessions, "max-sessions", 10000, "most sessions this server holds; a new connection beyond it may only resume a session, else it is closed with 4029 (0: no limit)")
+	fs.IntVar(&o.MaxSessionsPerSubject, "max-sessions-per-subject", 50, "most sessions one authenticated subject holds on this server; beyond it as --max-sessions (0: no limit)")
+	fs.IntVar(&o.MaxSessionsPerIP, "max-sessions-per-ip", 200, "most sessions the anonymous clients of one IP (an IPv6 /64) hold on this server; beyond it as --max-sessions (0: no limit)")
 	fs.IntVar(&o.MaxFrameBytes, "max-frame-bytes", 1<<20, "longest event frame sent, in bytes; a longer one has its long texts cut, marked truncated (0: no cap; else at least 4096)")
 	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", 128<<10, "longest text kept of what a model returns (a task's result, the plan's texts, the final answer), in bytes; longer is cut where it enters, marked truncated (at least 1024)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
@@ -210,7 +213,8 @@ func (c *config) check(fs *flag.FlagSet) error {
 			return fmt.Errorf("%s: must be at least 1 (got %d)", c.src(name), n)
 		}
 	}
-	for _, name := range []string{"rate-limit", "rate-burst", "max-conns-per-ip", "max-sessions", "max-frame-bytes"} {
+	for _, name := range []string{"rate-limit", "rate-burst", "max-conns-per-ip", "max-sessions", "max-sessions-per-subject",
+		"max-sessions-per-ip", "max-frame-bytes"} {
 		if n := get(fs, name).(int); n < 0 {
 			return fmt.Errorf("%s: must not be negative (got %d; 0 turns the limit off)", c.src(name), n)
 		}
@@ -221,7 +225,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 	if n := c.opts.MaxResultBytes; n < minResultBytes {
 		return fmt.Errorf("%s: must be at least %d (got %d)", c.src("max-result-bytes"), minResultBytes, n)
 	}
-	for _, name := range []string{"session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout"} {
+	for _, name := range []string{"session-ttl", "idle-session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout"} {
 		d := get(fs, name).(time.Duration)
 		zeroOK := name == "sim-delay" || name == "drain-timeout"
 		switch {

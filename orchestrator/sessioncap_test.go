@@ -1,0 +1,303 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"github.com/baton-run/baton/auth"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+func TestAddrKey(t *testing.T) {
+	tests := []struct {
+		name, host, want string
+	}{
+		{"IPv4 is its own key", "192.0.2.7", "192.0.2.7"},
+		{"IPv4 neighbours differ", "192.0.2.8", "192.0.2.8"},
+		{"IPv6 is its /64", "2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"},
+		{"the same /64", "2001:db8:1:2::1", "2001:db8:1:2::/64"},
+		{"the next /64", "2001:db8:1:3::1", "2001:db8:1:3::/64"},
+		{"IPv4-mapped IPv6 is IPv4", "::ffff:192.0.2.7", "192.0.2.7"},
+		{"loopback", "::1", "::/64"},
+		{"the zone is dropped", "fe80::1%eth0", "fe80::/64"},
+		{"not an address", "pipe", "pipe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := addrKey(tt.host); got != tt.want {
+				t.Errorf("addrKey(%q) = %q, want %q", tt.host, got, tt.want)
+			}
+		})
+	}
+}
+
+// capServer serves srv over real WebSockets, each connection from the
+// address its dialer names in the X-Test-Peer header (the TCP peer is
+// always loopback here), authenticated as the subject of its
+// "Authorization: Bearer SUBJECT" header, if any.
+func capServer(t *testing.T, opts Options) (*Server, string) {
+	t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Authenticate = func(r *http.Request) (auth.Identity, error) {
+		sub, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		return auth.Identity{Subject: sub}, nil
+	}
+	srv, err := New(simModels(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if peer := r.Header.Get("X-Test-Peer"); peer != "" {
+			r.RemoteAddr = peer
+		}
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { hs.Close(); srv.Close(context.Background()) })
+	return srv, "ws" + hs.URL[len("http"):]
+}
+
+// capConn is a test connection and its system.connected.
+type capConn struct {
+	ws    *websocket.Conn
+	hello wsproto.Connected
+}
+
+// dialCap connects from peer as subject; nil and the response when the
+// upgrade is refused.
+func dialCap(t *testing.T, url, peer, subject string) (*capConn, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h := http.Header{"X-Test-Peer": {peer}}
+	if subject != "" {
+		h.Set("Authorization", "Bearer "+subject)
+	}
+	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, resp
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	c := &capConn{ws: ws}
+	if f := c.read(t); f.Event != wsproto.EventConnected || json.Unmarshal(f.Metadata, &c.hello) != nil {
+		t.Fatalf("first frame %+v", f)
+	}
+	return c, resp
+}
+
+type capFrame struct {
+	Event    string          `json:"event"`
+	Metadata json.RawMessage `json:"metadata"`
+	err      error
+}
+
+// read reads the next frame; a close is in its err.
+func (c *capConn) read(t *testing.T) capFrame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
+		if websocket.CloseStatus(err) == -1 {
+			t.Fatalf("read: %v", err)
+		}
+		return capFrame{err: err}
+	}
+	var f capFrame
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("frame %s: %v", b, err)
+	}
+	return f
+}
+
+func (c *capConn) send(t *testing.T, event string, meta any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"event": event, "metadata": meta})
+	if err := c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *capConn) message(t *testing.T, text string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"event": wsproto.EventUserMessage, "content": text})
+	if err := c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *capConn) resume(t *testing.T, hello wsproto.Connected) {
+	t.Helper()
+	c.send(t, wsproto.EventUserReconnect, map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken,
+		"last_seq": 0, "state_checksum": ""})
+}
+
+// closedOverCap reads until the close, which must be 4029.
+func (c *capConn) closedOverCap(t *testing.T) {
+	t.Helper()
+	for {
+		f := c.read(t)
+		if f.err != nil {
+			if code := websocket.CloseStatus(f.err); code != wsproto.CloseTooManySessions {
+				t.Fatalf("closed with %d, want 4029", code)
+			}
+			return
+		}
+	}
+}
+
+// TestPerAddressLimitsByPrefix: through the server, the per-address
+// limits count an IPv6 client by its /64 and an IPv4-mapped one as its
+// IPv4 address: a second connection from the same key is refused (429),
+// or its session is provisional; from another key it is not.
+func TestPerAddressLimitsByPrefix(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        Options
+		held, next  string // the peers of the connection held and of the next one
+		refused     bool   // the next is answered 429
+		provisional bool   // the next gets a provisional session
+	}{
+		{"connections, same /64", Options{MaxConnsPerIP: 1}, "[2001:db8:1:2::1]:1000", "[2001:db8:1:2:ffff::9]:1001", true, false},
+		{"connections, next /64", Options{MaxConnsPerIP: 1}, "[2001:db8:1:2::1]:1000", "[2001:db8:1:3::1]:1001", false, false},
+		{"connections, IPv4-mapped", Options{MaxConnsPerIP: 1}, "192.0.2.7:1000", "[::ffff:192.0.2.7]:1001", true, false},
+		{"connections, IPv4 neighbour", Options{MaxConnsPerIP: 1}, "192.0.2.7:1000", "192.0.2.8:1001", false, false},
+		{"sessions, same /64", Options{MaxSessionsPerIP: 1}, "[2001:db8:1:2::1]:1000", "[2001:db8:1:2::2]:1001", false, true},
+		{"sessions, next /64", Options{MaxSessionsPerIP: 1}, "[2001:db8:1:2::1]:1000", "[2001:db8:1:3::2]:1001", false, false},
+		{"sessions, IPv4-mapped", Options{MaxSessionsPerIP: 1}, "192.0.2.7:1000", "[::ffff:192.0.2.7]:1001", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, url := capServer(t, tt.opts)
+			if c, resp := dialCap(t, url, tt.held, ""); c == nil {
+				t.Fatalf("the first connection: %v", resp)
+			}
+			c, resp := dialCap(t, url, tt.next, "")
+			if refused := c == nil; refused != tt.refused {
+				t.Fatalf("next connection refused %v (%v), want %v", refused, resp, tt.refused)
+			}
+			if tt.refused {
+				if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+					t.Fatalf("refused with %v, want 429", resp)
+				}
+				return
+			}
+			if got := srv.lookup(c.hello.SessionID) == nil; got != tt.provisional {
+				t.Fatalf("the next session is provisional: %v, want %v", got, tt.provisional)
+			}
+		})
+	}
+}
+
+// TestResumeBeyondCaps: beyond the caps (sessions per subject, per server)
+// a connection is upgraded with a provisional session that only resumes:
+// the resume of a session that exists succeeds and its run goes on; a
+// frame other than a resume, or a rejected resume, closes it with 4029 and
+// nothing starts. Another subject under its cap is not affected until the
+// server's cap. No place is held afterwards.
+func TestResumeBeyondCaps(t *testing.T) {
+	srv, url := capServer(t, Options{MaxSessionsPerSubject: 1, MaxSessions: 2})
+	const peer = "192.0.2.1:1000"
+	alice, _ := dialCap(t, url, peer, "alice")
+	alice.ws.CloseNow() // its session stays
+
+	tests := []struct {
+		name string
+		do   func(t *testing.T, c *capConn)
+	}{
+		{"a resume of the subject's session", func(t *testing.T, c *capConn) {
+			c.resume(t, alice.hello)
+			var m wsproto.Connected
+			if f := c.read(t); f.Event != wsproto.EventConnected || json.Unmarshal(f.Metadata, &m) != nil || !m.Resumed {
+				t.Fatalf("answer %+v, want a resume", f)
+			}
+			c.message(t, "plan a trip")
+			if f := c.read(t); f.err != nil || f.Event == wsproto.EventError {
+				t.Fatalf("after the resume, a run start: %s %s %v", f.Event, f.Metadata, f.err)
+			}
+		}},
+		{"a run start", func(t *testing.T, c *capConn) {
+			c.message(t, "plan a trip")
+			c.closedOverCap(t)
+		}},
+		{"a rejected resume", func(t *testing.T, c *capConn) {
+			c.resume(t, wsproto.Connected{SessionID: alice.hello.SessionID, ResumeToken: "wrong"})
+			var e wsproto.Error
+			if f := c.read(t); f.Event != wsproto.EventError || json.Unmarshal(f.Metadata, &e) != nil || e.Code != wsproto.CodeResumeRejected {
+				t.Fatalf("answer %+v, want resume_rejected", f)
+			}
+			c.closedOverCap(t)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, resp := dialCap(t, url, peer, "alice")
+			if c == nil {
+				t.Fatalf("refused: %v", resp)
+			}
+			if srv.lookup(c.hello.SessionID) != nil {
+				t.Fatal("beyond the subject's cap, a session was counted")
+			}
+			tt.do(t, c)
+		})
+	}
+
+	bob, _ := dialCap(t, url, peer, "bob") // under his cap and the server's: 2 sessions
+	if srv.lookup(bob.hello.SessionID) == nil {
+		t.Fatal("bob, under every cap, got a provisional session")
+	}
+	carol, _ := dialCap(t, url, peer, "carol") // the server's cap
+	if srv.lookup(carol.hello.SessionID) != nil {
+		t.Fatal("beyond the server's cap, a session was counted")
+	}
+	carol.resume(t, bob.hello) // another subject's session is as unknown as a wrong token
+	if f := carol.read(t); f.Event != wsproto.EventError {
+		t.Fatalf("carol resuming bob's session: %+v", f)
+	}
+	carol.closedOverCap(t)
+
+	srv.mu.Lock()
+	making, held, owned := srv.making, len(srv.sessions), len(srv.owned)
+	srv.mu.Unlock()
+	if making != 0 || held != 2 || owned != 2 {
+		t.Errorf("%d sessions being made, %d held, %d owners; want 0, 2 (alice's and bob's), 2", making, held, owned)
+	}
+}
+
+// TestIdleSessionTTL: a session that never sequenced an event is freed
+// IdleSessionTTL after its connection left; one with a run keeps
+// SessionTTL.
+func TestIdleSessionTTL(t *testing.T) {
+	srv, url := capServer(t, Options{IdleSessionTTL: 50 * time.Millisecond, SessionTTL: time.Hour})
+	used, _ := dialCap(t, url, "", "u")
+	used.message(t, "plan a trip")
+	if f := used.read(t); f.err != nil || f.Event == wsproto.EventError {
+		t.Fatalf("run start: %+v", f)
+	}
+	used.ws.CloseNow()
+	// Freed one after the other: the sweeper that frees the second has
+	// finished the pass that would have freed the used one, had it the
+	// idle TTL.
+	for range 2 {
+		idle, _ := dialCap(t, url, "", "u")
+		idle.ws.CloseNow()
+		deadline := time.Now().Add(20 * time.Second)
+		for srv.lookup(idle.hello.SessionID) != nil {
+			if time.Now().After(deadline) {
+				t.Fatal("an idle session was not freed within 20 s")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if srv.lookup(used.hello.SessionID) == nil {
+		t.Fatal("a session with a run was freed at the idle TTL")
+	}
+}
