@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"encoding/json"
-	"github.com/baton-run/baton/auth"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/wsproto"
 )
 
