@@ -278,8 +278,8 @@ func (s *server) restart(a *attempt) {
 	}
 	closed := s.closed
 	s.mu.Unlock()
-	a.c, a.err = c, err
-	close(a.done)
+	// Logged before the waiting calls go on, so that the log tells the
+	// restart before what they do next.
 	switch {
 	case closed:
 	case err != nil:
@@ -287,6 +287,8 @@ func (s *server) restart(a *attempt) {
 	default:
 		s.log.Info("mcp server restarted", "pid", c.proc.pid())
 	}
+	a.c, a.err = c, err
+	close(a.done)
 }
 
 // close stops the server's process, which ends its session (a graceful
