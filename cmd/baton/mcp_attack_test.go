@@ -124,10 +124,14 @@ func secretFree(t *testing.T, who string, frames []client.Frame) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var leaks []string
 		for _, leak := range []string{"SECRET", "postgres://", "DATABASE_URL", "exit status", "stderr"} {
 			if strings.Contains(string(b), leak) {
-				t.Errorf("a frame to %s holds %q: %s", who, leak, b)
+				leaks = append(leaks, leak)
 			}
+		}
+		if len(leaks) > 0 {
+			t.Errorf("a frame to %s holds %q: %s", who, leaks, b)
 		}
 	}
 }
