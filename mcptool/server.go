@@ -115,7 +115,12 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			}
 			return nil, err
 		default:
-			return nil, fmt.Errorf("MCP handshake: %w", err)
+			// stop has waited for the exit, so its stderr has been read.
+			err = fmt.Errorf("MCP handshake: %w", err)
+			if tail := p.stderr.tail(); tail != "" {
+				err = fmt.Errorf("%w; its stderr ends with: %s", err, tail)
+			}
+			return nil, err
 		}
 	}
 	c := &conn{proc: p, cs: cs, started: time.Now(), gone: make(chan struct{}), calls: make(map[*call]struct{})}

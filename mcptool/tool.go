@@ -144,6 +144,15 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (string, error
 // call is on c's list of calls: if the connection ends meanwhile, or the
 // call was cut by its end, the call is blamed for it (server.lost).
 func (t *mcpTool) send(ctx context.Context, c *conn, k *call, args json.RawMessage) (*mcp.CallToolResult, error) {
+	select {
+	case <-c.proc.stdout.ended:
+		// The server's output has ended (it died, or is dying): the call
+		// would not reach it, and is not to be blamed for its end. Such a
+		// call is not always refused by the SDK as unsent (a write can
+		// still go into the pipe), hence this check.
+		return nil, fmt.Errorf("%w: the server's output has ended", mcp.ErrConnectionClosed)
+	default:
+	}
 	s := t.s
 	s.mu.Lock()
 	c.calls[k] = struct{}{}
