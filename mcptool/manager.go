@@ -20,6 +20,13 @@ type Options struct {
 	// call (--mcp-confirm NAME). A name that is not among the specs is an
 	// error, so that a misspelt name cannot silently drop the confirmation.
 	Confirm []string
+	// Trust names the servers whose tools run without asking, whatever
+	// their annotations say (--mcp-trust NAME). Without it a tool asks
+	// first unless it is annotated readOnlyHint:true, as the MCP
+	// specification's defaults say (readOnlyHint false, destructiveHint
+	// true). A name that is not among the specs, or is also in Confirm, is
+	// an error.
+	Trust []string
 	// Logger receives the servers' starts, exits and restarts, skipped
 	// tools, and each line a server writes to its stderr (at info level).
 	// Defaults to discarding everything.
@@ -28,10 +35,12 @@ type Options struct {
 	// handshake and, at startup, listing its tools. Defaults to 30 seconds
 	// (npx may download the server the first time).
 	StartTimeout time.Duration
-	// RestartBackoff is how long a server that failed again soon after a
-	// restart stays down before the next attempt; it doubles with each
-	// further failure. The first restart after a crash is immediate.
-	// Defaults to 1 second.
+	// RestartBackoff is how long a server that keeps failing stays down
+	// before the next attempt: after its second failure in a row (a failed
+	// start, or an exit within 10 seconds of its start while no call was
+	// in progress), doubling with each further one. A server that stops
+	// during a call is blamed on the call, not counted: the next call
+	// starts it again at once. Defaults to 1 second.
 	RestartBackoff time.Duration
 	// MaxRestartBackoff caps the wait between restarts. Defaults to 1
 	// minute.
@@ -117,6 +126,16 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Manager, error) {
 		}
 		confirm[name] = true
 	}
+	trust := make(map[string]bool, len(opts.Trust))
+	for _, name := range opts.Trust {
+		switch {
+		case !names[name]:
+			return nil, fmt.Errorf("--mcp-trust %q: no MCP server of that name", name)
+		case confirm[name]:
+			return nil, fmt.Errorf("--mcp-trust %q: also in --mcp-confirm; a server is either asked for or trusted", name)
+		}
+		trust[name] = true
+	}
 
 	m := &Manager{opts: opts}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -126,6 +145,7 @@ func Start(ctx context.Context, specs []Spec, opts Options) (*Manager, error) {
 			m:          m,
 			spec:       spec,
 			confirmAll: confirm[spec.Name],
+			trusted:    trust[spec.Name],
 			log:        log,
 			client:     newClient(log),
 		})

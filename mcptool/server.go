@@ -13,9 +13,10 @@ import (
 	"github.com/baton-run/baton/tool"
 )
 
-// stableUptime is how long a server must have run before it exits for that
-// exit not to count as one more failure in a row.
-const stableUptime = time.Minute
+// crashWindow is how soon after its start a server's exit counts as one
+// more failure in a row (see server.lost): a server that had run longer
+// starts a fresh row.
+const crashWindow = 10 * time.Second
 
 // errClosed is the failure of a call after Close.
 var errClosed = errors.New("the MCP servers have been stopped")
@@ -24,7 +25,8 @@ var errClosed = errors.New("the MCP servers have been stopped")
 type server struct {
 	m          *Manager
 	spec       Spec
-	confirmAll bool
+	confirmAll bool // Options.Confirm names it
+	trusted    bool // Options.Trust names it
 	log        *slog.Logger
 	client     *mcp.Client
 	tools      []tool.Tool // set by start, then read-only
@@ -33,9 +35,9 @@ type server struct {
 	mu       sync.Mutex
 	conn     *conn    // the live connection; nil while down
 	starting *attempt // the restart in progress, if any
-	failures int      // failures in a row: failed starts and early exits
+	failures int      // failures in a row: failed starts, and early exits no call is blamed for
 	retryAt  time.Time
-	downErr  error // why the server is down
+	downErr  error // why the server is down (for the log: it may quote the server's stderr)
 	closed   bool
 }
 
@@ -45,6 +47,17 @@ type conn struct {
 	cs      *mcp.ClientSession
 	started time.Time
 	gone    chan struct{} // closed once the process has exited and the server knows
+
+	// calls are the calls sent on this connection that got no answer: in
+	// progress, or cut by the connection's end. When the connection ends,
+	// they are blamed for it. Guarded by server.mu.
+	calls map[*call]struct{}
+}
+
+// A call is one tool call sent to a server, for the log.
+type call struct {
+	tool string
+	ids  []any // slog key-value pairs from tool.LogAttrs
 }
 
 // An attempt is a restart that calls wait for.
@@ -102,10 +115,15 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 			}
 			return nil, err
 		default:
-			return nil, fmt.Errorf("MCP handshake: %w", err)
+			// stop has waited for the exit, so its stderr has been read.
+			err = fmt.Errorf("MCP handshake: %w", err)
+			if tail := p.stderr.tail(); tail != "" {
+				err = fmt.Errorf("%w; its stderr ends with: %s", err, tail)
+			}
+			return nil, err
 		}
 	}
-	c := &conn{proc: p, cs: cs, started: time.Now(), gone: make(chan struct{})}
+	c := &conn{proc: p, cs: cs, started: time.Now(), gone: make(chan struct{}), calls: make(map[*call]struct{})}
 	// The connection is the server's before its monitor can see it end,
 	// so that an exit right after the handshake marks the server down.
 	s.mu.Lock()
@@ -140,20 +158,35 @@ func (s *server) monitor(c *conn) {
 }
 
 // lost marks the server down after c has ended.
+//
+// An exit while calls were in progress is blamed on those calls (a call
+// that crashes its server): the next call starts the server again at once,
+// whoever makes it, and the exit is not a failure in a row. Otherwise
+// failures in a row are failed starts and exits within crashWindow of a
+// start; an exit after a longer run starts a fresh row. The first failure
+// of a row restarts at once too; from the second, the server waits (see
+// backoff). So one client crashing a shared server never keeps it down for
+// the others; a server that cannot stay up does not cost a process start
+// per call.
 func (s *server) lost(c *conn, cause error) {
 	s.mu.Lock()
 	current := s.conn == c
 	closed := s.closed
 	uptime := time.Since(c.started)
+	blamed := make([]*call, 0, len(c.calls))
+	for k := range c.calls {
+		blamed = append(blamed, k)
+	}
 	var wait time.Duration
 	if current {
 		s.conn = nil
-		if uptime >= stableUptime {
-			s.failures = 1
-		} else {
-			s.failures++
+		if uptime >= crashWindow {
+			s.failures = 0
 		}
-		wait = s.backoff()
+		if len(blamed) == 0 {
+			s.failures++
+			wait = s.backoff()
+		}
 		s.retryAt = time.Now().Add(wait)
 		s.downErr = cause
 	}
@@ -161,6 +194,14 @@ func (s *server) lost(c *conn, cause error) {
 	switch {
 	case closed:
 		s.log.Debug("mcp server stopped", "pid", c.proc.pid())
+	case current && len(blamed) > 0:
+		// The cause may quote the server's stderr: it is for the operator,
+		// with the ids of the calls, never for a client.
+		for _, k := range blamed {
+			s.log.Warn("mcp server stopped during a call; the next call restarts it at once",
+				append(k.ids, "tool", k.tool, "pid", c.proc.pid(), "cause", cause.Error(),
+					"uptime", uptime.Round(time.Millisecond), "calls_cut", len(blamed))...)
+		}
 	case current:
 		s.log.Warn("mcp server down; the next call restarts it", "pid", c.proc.pid(),
 			"cause", cause.Error(), "uptime", uptime.Round(time.Millisecond), "restart_after", wait)
@@ -189,7 +230,8 @@ func backoff(failures int, base, ceiling time.Duration) time.Duration {
 // session returns the live connection, restarting the server if it is down
 // and its backoff has passed. A call that finds the server down within its
 // backoff fails at once; one that finds a restart in progress waits for it
-// (at most StartTimeout) or for ctx.
+// (at most StartTimeout) or for ctx. Its errors other than ctx's and
+// errClosed may quote the server's stderr: they are for the log.
 func (s *server) session(ctx context.Context) (*conn, error) {
 	s.mu.Lock()
 	switch {
@@ -241,8 +283,8 @@ func (s *server) restart(a *attempt) {
 	}
 	closed := s.closed
 	s.mu.Unlock()
-	a.c, a.err = c, err
-	close(a.done)
+	// Logged before the waiting calls go on, so that the log tells the
+	// restart before what they do next.
 	switch {
 	case closed:
 	case err != nil:
@@ -250,6 +292,8 @@ func (s *server) restart(a *attempt) {
 	default:
 		s.log.Info("mcp server restarted", "pid", c.proc.pid())
 	}
+	a.c, a.err = c, err
+	close(a.done)
 }
 
 // close stops the server's process, which ends its session (a graceful

@@ -59,15 +59,23 @@ func (s *server) buildTools(listed []*mcp.Tool) []tool.Tool {
 			schema = b
 		}
 		seen[name] = true
-		destructive := t.Annotations != nil && t.Annotations.DestructiveHint != nil && *t.Annotations.DestructiveHint
 		tools = append(tools, &mcpTool{s: s, remote: t.Name, spec: tool.Spec{
 			Name:        name,
 			Description: cut(t.Description, s.m.opts.MaxDescription),
 			InputSchema: schema,
-			Confirm:     s.confirmAll || destructive,
+			Confirm:     s.confirmAll || !s.trusted && !readOnly(t),
 		}})
 	}
 	return tools
+}
+
+// readOnly reports whether a tool says it does not modify its environment
+// (readOnlyHint:true). The MCP specification's defaults are readOnlyHint
+// false and destructiveHint true: a tool that says nothing, or only that it
+// is not destructive (its changes are additive), may still change the
+// world, and asks first.
+func readOnly(t *mcp.Tool) bool {
+	return t.Annotations != nil && t.Annotations.ReadOnlyHint
 }
 
 // Spec describes the tool as its server listed it at startup.
@@ -78,7 +86,13 @@ func (t *mcpTool) Spec() tool.Spec {
 }
 
 // Call calls the tool on its server, restarting the server first if it has
-// died (see server.session).
+// died (see server.session and server.lost).
+//
+// Its result and error are shown to the model and the client. When the
+// server is down, cannot be started or dies during the call, the error says
+// only that the tool is unavailable (ErrUnavailable): why (an exit status,
+// the server's stderr, which may hold secrets such as a database URL) is
+// logged, with the ids of tool.LogAttrs(ctx).
 func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 || string(args) == "null" {
@@ -87,11 +101,12 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (string, error
 	if args[0] != '{' || !json.Valid(args) {
 		return "", errors.New("the arguments must be a JSON object")
 	}
+	k := &call{tool: t.spec.Name, ids: tool.LogAttrs(ctx)}
 	c, err := t.s.session(ctx)
 	if err != nil {
-		return "", err
+		return "", t.failed(ctx, k, err)
 	}
-	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	res, err := t.send(ctx, c, k, args)
 	if errors.Is(err, mcp.ErrConnectionClosed) && ctx.Err() == nil && !t.s.isClosed() {
 		// The connection had ended before the call was sent (the SDK sends
 		// nothing on a closing connection), and the server is not marked
@@ -102,23 +117,18 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (string, error
 			return "", ctx.Err()
 		}
 		if c, err = t.s.session(ctx); err != nil {
-			return "", err
+			return "", t.failed(ctx, k, err)
 		}
-		res, err = c.cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+		res, err = t.send(ctx, c, k, args)
 	}
 	if err != nil {
 		var wire *jsonrpc.Error
-		switch {
-		case ctx.Err() != nil:
-			return "", ctx.Err()
-		case t.s.isClosed():
-			return "", fmt.Errorf("mcp server %q: %w", t.s.spec.Name, errClosed)
-		case errors.As(err, &wire):
+		if errors.As(err, &wire) && ctx.Err() == nil && !t.s.isClosed() {
+			// The server's own answer to the call (unknown tool, invalid
+			// arguments): the tool's failure, as the server words it.
 			return "", fmt.Errorf("mcp server %q refused the call of %s: %w", t.s.spec.Name, t.remote, err)
-		default:
-			return "", fmt.Errorf("mcp server %q: no result from %s, the connection to the server was lost (the next call restarts it): %w",
-				t.s.spec.Name, t.remote, err)
 		}
+		return "", t.failed(ctx, k, fmt.Errorf("no result, the connection to the server was lost: %w", err))
 	}
 	text := resultText(res)
 	if res.IsError {
@@ -128,6 +138,53 @@ func (t *mcpTool) Call(ctx context.Context, args json.RawMessage) (string, error
 		return "", errors.New(text)
 	}
 	return text, nil
+}
+
+// send sends the call on c and waits for its answer. Until it has one, the
+// call is on c's list of calls: if the connection ends meanwhile, or the
+// call was cut by its end, the call is blamed for it (server.lost).
+func (t *mcpTool) send(ctx context.Context, c *conn, k *call, args json.RawMessage) (*mcp.CallToolResult, error) {
+	select {
+	case <-c.proc.stdout.ended:
+		// The server's output has ended (it died, or is dying): the call
+		// would not reach it, and is not to be blamed for its end. Such a
+		// call is not always refused by the SDK as unsent (a write can
+		// still go into the pipe), hence this check.
+		return nil, fmt.Errorf("%w: the server's output has ended", mcp.ErrConnectionClosed)
+	default:
+	}
+	s := t.s
+	s.mu.Lock()
+	c.calls[k] = struct{}{}
+	s.mu.Unlock()
+	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	var wire *jsonrpc.Error
+	if err == nil || ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.As(err, &wire) {
+		// Answered, abandoned by the caller, or never sent.
+		s.mu.Lock()
+		delete(c.calls, k)
+		s.mu.Unlock()
+	}
+	return res, err
+}
+
+// ErrUnavailable is the error of a call whose MCP server is down, could not
+// be started, or stopped during the call (errors.Is); its message names
+// the tool and nothing else.
+var ErrUnavailable = errors.New("unavailable: its server stopped; try again later")
+
+// failed returns the error a caller sees for a call that got no answer
+// because of err, and logs err, which may quote the server's stderr, with
+// the call's ids.
+func (t *mcpTool) failed(ctx context.Context, k *call, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case t.s.isClosed():
+		return fmt.Errorf("mcp server %q: %w", t.s.spec.Name, errClosed)
+	}
+	t.s.log.Warn("mcp tool unavailable", append(k.ids, "tool", k.tool, "error", err.Error())...)
+	return fmt.Errorf("tool %q is %w", t.spec.Name, ErrUnavailable)
 }
 
 // resultText joins the text of a result's content, describing briefly what

@@ -60,6 +60,8 @@ func TestBuildTools(t *testing.T) {
 		{Name: "read", Description: "Reads.", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		{Name: "write", Description: strings.Repeat("é", 30), InputSchema: obj, Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes}},
 		{Name: "mkdir", InputSchema: obj, Annotations: &mcp.ToolAnnotations{DestructiveHint: &no}},
+		{Name: "touch", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, Title: "Touch"}},
+		{Name: "stat", InputSchema: obj, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: &yes}},
 		{Name: "no.dots", InputSchema: obj},
 		{Name: "sp ace", InputSchema: obj},
 		{Name: strings.Repeat("x", 61), InputSchema: obj}, // too long with "fs__"
@@ -72,14 +74,22 @@ func TestBuildTools(t *testing.T) {
 	tests := []struct {
 		name       string
 		confirmAll bool
+		trusted    bool
 		want       map[string]bool // offered name → Confirm
 	}{
-		{name: "annotations", want: map[string]bool{"fs__read": false, "fs__write": true, "fs__mkdir": false, "fs__bare": false}},
-		{name: "confirm all", confirmAll: true, want: map[string]bool{"fs__read": true, "fs__write": true, "fs__mkdir": true, "fs__bare": true}},
+		// Only readOnlyHint:true runs without asking: not destructive
+		// (mkdir) is not read-only, and a tool that says nothing (bare) is
+		// destructive by the MCP specification's defaults.
+		{name: "annotations", want: map[string]bool{"fs__read": false, "fs__write": true, "fs__mkdir": true,
+			"fs__touch": true, "fs__stat": false, "fs__bare": true}},
+		{name: "confirm all", confirmAll: true, want: map[string]bool{"fs__read": true, "fs__write": true, "fs__mkdir": true,
+			"fs__touch": true, "fs__stat": true, "fs__bare": true}},
+		{name: "trusted", trusted: true, want: map[string]bool{"fs__read": false, "fs__write": false, "fs__mkdir": false,
+			"fs__touch": false, "fs__stat": false, "fs__bare": false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &server{m: m, spec: Spec{Name: "fs", Command: "x"}, confirmAll: tt.confirmAll, log: log}
+			s := &server{m: m, spec: Spec{Name: "fs", Command: "x"}, confirmAll: tt.confirmAll, trusted: tt.trusted, log: log}
 			tools := s.buildTools(listed)
 			if len(tools) != len(tt.want) {
 				t.Fatalf("got %d tools, want %d", len(tools), len(tt.want))

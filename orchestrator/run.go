@@ -13,6 +13,7 @@ import (
 	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
+	"github.com/baton-run/baton/tool"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -471,7 +472,9 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 	r.sess.solvingLocked(r)
 	r.sess.mu.Unlock()
 
-	report := sched.Execute(r.ctx)
+	// A tool logs what it keeps from the client with the session's and
+	// run's ids (mcptool: a crashed server's stderr).
+	report := sched.Execute(tool.WithLogAttrs(r.ctx, "session", r.sess.id, "run_id", r.id))
 
 	r.sess.mu.Lock()
 	r.sched = nil

@@ -146,7 +146,7 @@ func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round i
 	case t.Spec().Confirm && !s.confirm(ctx, x, call.Name, args):
 		err = errors.New("declined by the user")
 	default:
-		text, err = s.runTool(ctx, x, t, args)
+		text, err = s.runTool(tool.WithLogAttrs(ctx, "task_id", id, "attempt", in.Attempt, "step_id", stepID), x, t, args)
 	}
 	if ctx.Err() != nil {
 		text, err = "", errors.New("cancelled")

@@ -8,7 +8,8 @@
 // A tool knows nothing of sessions, events or models. It receives a JSON
 // object of arguments and returns text; an error is a result too (the loop
 // reports it to the model as the tool's failure and goes on), never a task
-// failure.
+// failure. What only the operator may see it logs, with the ids of the call
+// that the agent loop puts in its context (WithLogAttrs).
 package tool
 
 import (

@@ -21,6 +21,7 @@ type agentConfig struct {
 	hardlinks  bool // --workspace-allow-hardlinks
 	mcp        []mcptool.Spec
 	mcpConfirm string
+	mcpTrust   []string
 }
 
 // agentFlags declares the agent loop's flags on fs, filling l and a.
@@ -41,7 +42,22 @@ func agentFlags(fs *flag.FlagSet, l *solver.Loop, a *agentConfig) {
 		a.mcp = append(a.mcp, spec)
 		return nil
 	})
-	fs.StringVar(&a.mcpConfirm, "mcp-confirm", "", "comma-separated --mcp server NAMEs whose every tool call the user approves first")
+	fs.StringVar(&a.mcpConfirm, "mcp-confirm", "", "comma-separated --mcp server NAMEs whose every tool call the user approves first, read-only tools too")
+	fs.Func("mcp-trust", "an --mcp server NAME that runs this server's tools without asking (comma-separated or repeatable); without it only tools annotated readOnlyHint run without asking", func(v string) error {
+		a.mcpTrust = append(a.mcpTrust, names(v)...)
+		return nil
+	})
+}
+
+// names splits a comma-separated list of names, dropping empty ones.
+func names(v string) []string {
+	var out []string
+	for _, name := range strings.Split(v, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // tools opens what the flags offer to every task besides the built-in
@@ -51,13 +67,8 @@ func tools(ctx context.Context, a agentConfig, log *slog.Logger) (*tool.Set, io.
 	set := &tool.Set{}
 	var closers multiCloser
 	if len(a.mcp) > 0 {
-		var confirm []string
-		for _, name := range strings.Split(a.mcpConfirm, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				confirm = append(confirm, name)
-			}
-		}
-		m, err := mcptool.Start(ctx, a.mcp, mcptool.Options{Confirm: confirm, Logger: log})
+		opts := mcptool.Options{Confirm: names(a.mcpConfirm), Trust: a.mcpTrust, Logger: log}
+		m, err := mcptool.Start(ctx, a.mcp, opts)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--mcp: %w", err)
 		}
@@ -69,6 +80,8 @@ func tools(ctx context.Context, a agentConfig, log *slog.Logger) (*tool.Set, io.
 		log.Info("mcp tools", "servers", len(a.mcp), "tools", len(m.Tools()))
 	} else if a.mcpConfirm != "" {
 		return nil, nil, errors.New("--mcp-confirm: names no --mcp server")
+	} else if len(a.mcpTrust) > 0 {
+		return nil, nil, errors.New("--mcp-trust: names no --mcp server")
 	}
 	if a.workspace != "" {
 		ws, err := tool.OpenWorkspace(a.workspace, &tool.WorkspaceOptions{AllowHardlinks: a.hardlinks})

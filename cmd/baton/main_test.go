@@ -18,6 +18,7 @@ import (
 
 	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/asyncapitest"
+	"github.com/baton-run/baton/internal/mcptest"
 	"github.com/baton-run/baton/internal/skipreport"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -26,7 +27,10 @@ import (
 // server is shut down through run's context, which must leave nothing), or,
 // when every test ran, if docs/asyncapi.yaml has an event the suite never
 // produced (wire_test.go).
-func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(wireCovered{m})) }
+func TestMain(m *testing.M) {
+	mcptest.Main() // the test binary started as a test MCP server (mcp_attack_test.go)
+	goleak.VerifyTestMain(skipreport.Reporting(wireCovered{m}))
+}
 
 // wireCovered runs the tests, then checks what they validated.
 type wireCovered struct{ m *testing.M }
