@@ -48,6 +48,26 @@ func keepReading(t *testing.T, c *conn) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
+// readUntilCommitted reads c, answering pings, until the server has
+// logged its n-th "resume token committed" for session id, then closes c.
+func readUntilCommitted(t *testing.T, logs *logSink, c *conn, id string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, _, err := c.ws.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	eventually(t, "the commit", func() bool {
+		return logs.count(t, "resume token committed", map[string]any{"session": id}) == n
+	})
+}
+
 // resumeUnread resumes sessionID with token on a connection that never
 // reads the answer (nor answers a ping): once the server has resumed the
 // session, the connection is dropped (drop) or left open, unread.
