@@ -14,10 +14,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/baton-run/baton/auth"
+	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -205,6 +207,43 @@ func TestTokenExpiryCloses(t *testing.T) {
 	m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
 	if !m.Resumed || m.LastSeq != last || m.Replayed == nil || uint64(*m.Replayed) != last {
 		t.Fatalf("the resume with a fresh JWT: %+v", m)
+	}
+}
+
+// TestClientTokenFunc: the Go client asks Options.TokenFunc for the token
+// of every connection; when the server closes its connection with 4001
+// (the JWT expired), it asks again and resumes the session on a new
+// connection, without Options.Resume, and the session goes on.
+func TestClientTokenFunc(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--jwt-secret", jwtSecret)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var asked atomic.Int32
+	tokenFunc := func(context.Context) (string, error) {
+		if asked.Add(1) == 1 { // 25 s past exp: 5 s left of the leeway
+			return signJWT(t, "alice", time.Now().Add(-25*time.Second)), nil
+		}
+		return signJWT(t, "alice", time.Now().Add(time.Hour)), nil
+	}
+	cl, err := client.Dial(ctx, wsURL(base), &client.Options{TokenFunc: tokenFunc, Token: "ignored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id := cl.View().SessionID
+	if err := cl.Wait(ctx, func(v client.View) bool { return v.Stats.Resumes == 1 }); err != nil {
+		t.Fatalf("no resume after the 4001: %v (last error %v)", err, cl.Err())
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("TokenFunc asked %d times, want 2", n)
+	}
+	if err := cl.SolveTasks(ctx, []wsproto.Task{{ID: "a", Title: "A"}}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, ctx, cl, "the run's end", finished)
+	if v.SessionID != id || v.Stats.Rejected != 0 || len(v.Stats.Violations) != 0 {
+		t.Fatalf("after the renewal: session %s (was %s), stats %+v", v.SessionID, id, v.Stats)
 	}
 }
 
