@@ -93,6 +93,15 @@ type Options struct {
 	// "Authorization: Bearer <Token>", for a server with authentication
 	// on (--auth-tokens, --jwt-secret). Defaults to none.
 	Token string
+	// TokenFunc, when set, is asked for the token before every handshake
+	// (Dial's and each resume's) and takes precedence over Token: a
+	// short-lived JWT is renewed there. An error fails that connection
+	// attempt (Dial's, or one resume attempt, which is tried again). With
+	// TokenFunc set, a connection the server closes with 4001 (token
+	// expired) is resumed on a new connection even without Resume.
+	// It is called on the client's reader goroutine and must return
+	// (ctx bounds it). Defaults to nil: Token.
+	TokenFunc func(ctx context.Context) (string, error)
 	// Elsewhere are more URLs of servers sharing the session's store
 	// (--store redis): each resume dials the next of them in turn, after
 	// Dial's URL, as a client behind a load balancer lands on any server.
@@ -201,24 +210,36 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	return c, nil
 }
 
-// header is the handshake's: Options.Header, with Options.Token's
-// Authorization. The caller's Header is not modified.
-func (c *Client) header() http.Header {
-	if c.opts.Token == "" {
-		return c.opts.Header
+// header is the handshake's: Options.Header, with the Authorization of
+// Options.TokenFunc's token, else Options.Token. The caller's Header is
+// not modified.
+func (c *Client) header(ctx context.Context) (http.Header, error) {
+	token := c.opts.Token
+	if c.opts.TokenFunc != nil {
+		var err error
+		if token, err = c.opts.TokenFunc(ctx); err != nil {
+			return nil, fmt.Errorf("client: token: %w", err)
+		}
+	}
+	if token == "" {
+		return c.opts.Header, nil
 	}
 	h := c.opts.Header.Clone()
 	if h == nil {
 		h = http.Header{}
 	}
-	h.Set("Authorization", "Bearer "+c.opts.Token)
-	return h
+	h.Set("Authorization", "Bearer "+token)
+	return h, nil
 }
 
 func (c *Client) dial(ctx context.Context) (*websocket.Conn, Frame, error) {
 	url := c.urls[c.dials%len(c.urls)]
 	c.dials++
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: c.header()})
+	header, err := c.header(ctx)
+	if err != nil {
+		return nil, Frame{}, err
+	}
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: header})
 	if err != nil {
 		return nil, Frame{}, fmt.Errorf("client: dial: %w", err)
 	}
@@ -262,7 +283,10 @@ func (c *Client) loop(ws *websocket.Conn) {
 		closed := c.closed
 		c.lastErr = err
 		c.mu.Unlock()
-		if closed || !c.opts.Resume {
+		// A connection whose credential expired is resumed with a new
+		// one when TokenFunc can give it.
+		renew := c.opts.TokenFunc != nil && websocket.CloseStatus(err) == wsproto.CloseTokenExpired
+		if closed || !(c.opts.Resume || renew) {
 			return
 		}
 		for {

@@ -29,10 +29,15 @@ type Cluster interface {
 	Create(ctx context.Context, id string, rec Record, hooks RingHooks) (buffer.Durable, error)
 	// Lookup returns a session's record; ErrNoSession when there is none.
 	Lookup(ctx context.Context, id string) (Record, error)
-	// Rotate replaces the session's token hash with next if it is old,
-	// atomically, reporting whether it did; ErrNoSession when there is
-	// no such session.
+	// Rotate replaces the session's token hash with next, atomically, if
+	// old is its token hash (which then becomes its pending previous
+	// one) or its pending previous one (which stays so), reporting
+	// whether it did; ErrNoSession when there is no such session.
 	Rotate(ctx context.Context, id string, old, next [32]byte) (bool, error)
+	// Commit ends a pending rotation if the session's token hash is still
+	// current: the previous one is cleared, atomically. It reports
+	// whether current was the session's token hash.
+	Commit(ctx context.Context, id string, current [32]byte) (bool, error)
 	// Alive reports whether a server still serves.
 	Alive(ctx context.Context, node string) (bool, error)
 	// Claim makes this server the session's owner if from still is,
@@ -73,8 +78,11 @@ type Cluster interface {
 // Record is what the store keeps of a session besides its events.
 type Record struct {
 	TokenHash [32]byte
-	Subject   string
-	Owner     string
+	// PrevTokenHash is the token hash before the latest rotation while it
+	// is pending (Rotate, Commit); zero when none.
+	PrevTokenHash [32]byte
+	Subject       string
+	Owner         string
 	// Conn is the session's connection, "NODE/CONN", "" when none.
 	Conn string
 }

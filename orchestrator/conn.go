@@ -66,14 +66,17 @@ type conn struct {
 	writing bool
 	// stopped says the reader has stopped: no goroutine starts any more.
 	stopped bool
-	pinging bool        // a ping is in flight
-	pinger  *time.Timer // starts the next ping; nil without pings
+	// afterWrite runs once the frames queued with it (sendThen) have all
+	// been written; nil for none.
+	afterWrite func()
+	pinging    bool        // a ping is in flight
+	pinger     *time.Timer // starts the next ping; nil without pings
 	// expiry closes the connection when its credential expires; nil when
 	// it does not.
 	expiry *time.Timer
 
 	closing atomic.Bool    // a close has been requested
-	wg      sync.WaitGroup // the writer, any ping in flight, a proxied session's tail
+	wg      sync.WaitGroup // the writer, any ping in flight, a proxied session's tail, a confirming ping
 }
 
 // newConn returns the connection of ws, whose network connection is bc.
@@ -122,7 +125,13 @@ func (c *conn) logger() *slog.Logger { return c.log.Load() }
 // overflow the client is too slow: the connection is closed with 1013 and
 // the frames are dropped (they stay in the session's ring for a resume).
 // It reports whether the frames were queued.
-func (c *conn) send(frames ...[]byte) bool {
+func (c *conn) send(frames ...[]byte) bool { return c.sendThen(nil, frames...) }
+
+// sendThen is send, and then, if all of frames were written, after runs on
+// the writer goroutine right after their write reached the network (so a
+// frame written by after follows them on the wire). It must not block. A
+// connection that closes or fails first never runs it.
+func (c *conn) sendThen(after func(), frames ...[]byte) bool {
 	c.mu.Lock()
 	if c.closeCode != 0 {
 		c.mu.Unlock()
@@ -136,6 +145,9 @@ func (c *conn) send(frames ...[]byte) bool {
 		return false
 	}
 	c.queue = append(c.queue, frames...)
+	if after != nil {
+		c.afterWrite = after // the batch that takes it takes frames too
+	}
 	c.startWriterLocked()
 	c.mu.Unlock()
 	return true
@@ -198,6 +210,8 @@ func (c *conn) writeLoop() {
 		batch := c.queue
 		c.queue, c.spare = c.spare[:0], nil
 		code, reason, flush := c.closeCode, c.closeReason, c.flush
+		after := c.afterWrite
+		c.afterWrite = nil
 		if len(batch) == 0 && code == 0 {
 			c.writing = false
 			c.spare = batch
@@ -220,6 +234,9 @@ func (c *conn) writeLoop() {
 		if code != 0 { // flushed
 			c.ws.Close(code, reason)
 			return
+		}
+		if after != nil && !c.closing.Load() { // closing: writeBatch may have skipped frames
+			after()
 		}
 		clear(batch)
 		c.mu.Lock()
@@ -309,6 +326,30 @@ func (c *conn) ping() {
 			c.drop(dropNoPong)
 			c.ws.CloseNow()
 		}
+	}()
+}
+
+// confirmPing pings the peer once, from a goroutine of its own, and calls
+// onPong if the pong comes within PongTimeout. Called by the writer right
+// after it wrote a frame (sendThen): frames arrive in order, so the pong
+// proves the peer read that frame. A ping that fails does nothing: the
+// periodic pings judge the connection's liveness.
+func (c *conn) confirmPing(onPong func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.srv.opts.PongTimeout)
+		defer cancel()
+		if err := c.ws.Ping(ctx); err != nil {
+			c.logger().Debug("no pong after the resume; its token stays pending", "err", err)
+			return
+		}
+		onPong()
 	}()
 }
 

@@ -68,7 +68,8 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 			s.log.Error("resume: look the session up", "session", req.SessionID, "err", err)
 			return errStore
 		}
-		if !tokenMatches(rec.TokenHash, req.ResumeToken) || rec.Subject != c.subject {
+		held := &session{tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash}
+		if !held.tokenAccepted(req.ResumeToken) || rec.Subject != c.subject {
 			return errRejected // another subject's session is as unknown as a wrong token
 		}
 		if rec.Owner == cl.Node() {
@@ -95,8 +96,10 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 }
 
 // rotateShared replaces the session's token hash in the store with hash if
-// token is still its token. Of two resumes with one token, on any servers,
-// one wins; the other is rejected.
+// token is still its token, or its pending previous one (Cluster.Rotate).
+// Each swap is atomic: of resumes with one token at once, on any servers,
+// the last to swap holds the current token, and the others' tokens never
+// work.
 func (s *Server) rotateShared(id, token string, hash [sha256.Size]byte) *wsproto.Error {
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
@@ -140,14 +143,17 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		return errStore
 	}
 	token := newToken()
-	if e := s.rotateShared(req.SessionID, req.ResumeToken, sha256.Sum256([]byte(token))); e != nil {
+	hash := sha256.Sum256([]byte(token))
+	if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
 		return e
 	}
 	fresh := c.sess
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
 	c.log.Store(s.log.With(c.logAttrs("session", req.SessionID, "owner", owner)...))
-	c.send(a.frames(s.log, req.SessionID, token)...)
+	c.sendThen(func() {
+		c.confirmPing(func() { s.commitToken(c, nil, req.SessionID, hash) })
+	}, a.frames(s.log, req.SessionID, token)...)
 	c.wg.Add(1)
 	go c.tail(tctx, a.last)
 	s.dropSession(fresh)

@@ -58,8 +58,12 @@ type session struct {
 	conn *conn
 	// tokenHash is the SHA-256 of the resume token: the token itself is
 	// only ever known to the client. Each resume replaces it (rotate).
-	// With a cluster the store's copy is the one that counts.
-	tokenHash [sha256.Size]byte
+	// prevHash is the one it replaced while the rotation is pending: until
+	// the client proves it read the new token (commitToken), the old one
+	// still resumes, so a client that lost the answer is not locked out.
+	// Zero when none. With a cluster the store's copies are the ones that
+	// count.
+	tokenHash, prevHash [sha256.Size]byte
 	// sent is the latest seq sent to conn, with a durable ring.
 	sent     uint64
 	state    wsproto.State
@@ -378,9 +382,10 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if old == nil || old.subject != c.subject {
 		return errRejected
 	}
-	// The token rotates: the answer carries a new one and the one
-	// presented stops working, so a stolen token is good for one resume,
-	// which the session's client notices (its own next resume is refused).
+	// The token rotates: the answer carries a new one, and the one
+	// presented stops working once the client proves it read the answer
+	// (commitToken), so a stolen token is good for one resume, which the
+	// session's client notices (its own next resume is refused).
 	token := newToken()
 	hash := sha256.Sum256([]byte(token))
 	if s.opts.Cluster != nil {
@@ -393,7 +398,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	fresh := c.sess
 
 	old.mu.Lock()
-	if old.closed || (s.opts.Cluster == nil && !tokenMatches(old.tokenHash, req.ResumeToken)) {
+	if old.closed || (s.opts.Cluster == nil && !old.tokenAccepted(req.ResumeToken)) {
 		old.mu.Unlock()
 		return errRejected
 	}
@@ -403,13 +408,13 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		s.log.Error("resume: read ring", "session", old.id, "err", err)
 		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
 	}
-	old.tokenHash = hash
+	old.rotateLocked(req.ResumeToken, hash)
 	frames := a.frames(s.log, old.id, token)
 	prev := old.conn
 	old.conn, old.sent = c, a.last
 	old.detachedAt.Store(0)
 	c.attach(old)
-	c.send(frames...)
+	c.sendThen(s.commitAfterPong(c, old, hash), frames...)
 	old.drainIdleLocked()
 	old.mu.Unlock()
 
@@ -423,6 +428,63 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
 	a.observe(s.obs)
 	return nil
+}
+
+// tokenAccepted reports whether token resumes the session: its current
+// token, or the previous one while the rotation from it is pending.
+func (sess *session) tokenAccepted(token string) bool {
+	return tokenMatches(sess.tokenHash, token) || (sess.prevHash != noHash && tokenMatches(sess.prevHash, token))
+}
+
+// noHash is a hash no token has: no pending previous token.
+var noHash [sha256.Size]byte
+
+// rotateLocked makes next the session's token hash after a resume with
+// token. A resume with the current token makes it the pending previous
+// one; a resume with the pending previous one leaves it so, and the
+// current one, which its client never read, dies.
+func (sess *session) rotateLocked(token string, next [sha256.Size]byte) {
+	if tokenMatches(sess.tokenHash, token) {
+		sess.prevHash = sess.tokenHash
+	}
+	sess.tokenHash = next
+}
+
+// commitAfterPong returns what the writer of c runs once it has written
+// the system.connected that gave the client the token of hash: a ping,
+// whose pong proves the client read it; then the previous token stops
+// working (commitToken).
+func (s *Server) commitAfterPong(c *conn, sess *session, hash [sha256.Size]byte) func() {
+	return func() { c.confirmPing(func() { s.commitToken(c, sess, sess.id, hash) }) }
+}
+
+// commitToken ends a pending rotation: if the session's token hash is
+// still hash (no later resume rotated it again), the previous token stops
+// working. sess is nil for a session another server holds. It runs on a
+// goroutine of c's.
+func (s *Server) commitToken(c *conn, sess *session, id string, hash [sha256.Size]byte) {
+	done := false
+	if s.opts.Cluster != nil {
+		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+		defer cancel()
+		ok, err := s.opts.Cluster.Commit(ctx, id, hash)
+		if err != nil {
+			c.logger().Warn("resume: commit the resume token; the previous one stays good", "err", err)
+			return
+		}
+		done = ok
+	}
+	if sess != nil {
+		sess.mu.Lock()
+		if sess.tokenHash == hash {
+			sess.prevHash = noHash
+			done = done || s.opts.Cluster == nil
+		}
+		sess.mu.Unlock()
+	}
+	if done {
+		c.logger().Info("resume token committed")
+	}
 }
 
 var errRejected = &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect,

@@ -103,6 +103,11 @@ func record(info Info) (orchestrator.Record, error) {
 	if n, err := hex.Decode(rec.TokenHash[:], []byte(info.TokenHash)); err != nil || n != len(rec.TokenHash) {
 		return rec, fmt.Errorf("the store's token hash is not a SHA-256 in hex")
 	}
+	if info.PrevTokenHash != "" {
+		if n, err := hex.Decode(rec.PrevTokenHash[:], []byte(info.PrevTokenHash)); err != nil || n != len(rec.PrevTokenHash) {
+			return rec, fmt.Errorf("the store's previous token hash is not a SHA-256 in hex")
+		}
+	}
 	return rec, nil
 }
 
@@ -117,6 +122,10 @@ func noSession(err error) error {
 func (cl *Cluster) Rotate(ctx context.Context, id string, old, next [32]byte) (bool, error) {
 	ok, err := cl.store.RotateToken(ctx, id, hex.EncodeToString(old[:]), hex.EncodeToString(next[:]))
 	return ok, noSession(err)
+}
+
+func (cl *Cluster) Commit(ctx context.Context, id string, current [32]byte) (bool, error) {
+	return cl.store.CommitToken(ctx, id, hex.EncodeToString(current[:]))
 }
 
 func (cl *Cluster) Alive(ctx context.Context, node string) (bool, error) {

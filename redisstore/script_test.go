@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -92,8 +93,12 @@ func TestAppendScript(t *testing.T) {
 	}
 }
 
-// TestRotateToken: a token hash is replaced only from its current value;
-// of many rotations from one hash at once, exactly one wins.
+// TestRotateToken: a token hash is replaced from its current value (which
+// becomes the pending previous one) or from the pending previous one
+// (which stays), until a commit of the current value drops the previous
+// one; a commit of a value no longer current changes nothing. Of many
+// rotations from one hash at once, exactly one's new hash is current
+// afterwards, and only its commit succeeds.
 func TestRotateToken(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
@@ -106,47 +111,84 @@ func TestRotateToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name      string
-		old, next string
-		want      bool
-		wantErr   error
+		name             string
+		commit           bool // CommitToken(old) instead of RotateToken(old, next)
+		old, next        string
+		want             bool
+		wantErr          error
+		wantTok, wantPre string // the store's token and prev afterwards
 	}{
-		{"from the current hash", "t0", "t1", true, nil},
-		{"from the replaced hash", "t0", "t2", false, nil},
-		{"from the new hash", "t1", "t2", true, nil},
-		{"an unknown session", "t2", "t3", false, ErrNotFound},
+		{name: "from the current hash", old: "t0", next: "t1", want: true, wantTok: "t1", wantPre: "t0"},
+		{name: "from the pending previous hash", old: "t0", next: "t2", want: true, wantTok: "t2", wantPre: "t0"},
+		{name: "from the hash that one replaced", old: "t1", next: "t3", wantTok: "t2", wantPre: "t0"},
+		{name: "a commit of a replaced hash", commit: true, old: "t1", wantTok: "t2", wantPre: "t0"},
+		{name: "a commit of the current hash", commit: true, old: "t2", want: true, wantTok: "t2"},
+		{name: "from the committed-away hash", old: "t0", next: "t3", wantTok: "t2"},
+		{name: "from the new hash", old: "t2", next: "t3", want: true, wantTok: "t3", wantPre: "t2"},
+		{name: "a commit, again", commit: true, old: "t3", want: true, wantTok: "t3"},
+		{name: "an unknown session", old: "t3", next: "t4", wantErr: ErrNotFound, wantTok: "t3"},
+		{name: "a commit of an unknown session", commit: true, old: "t3", wantTok: "t3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := "s"
-			if tt.wantErr != nil {
+			if strings.Contains(tt.name, "unknown session") {
 				id = "none"
 			}
-			ok, err := s.RotateToken(ctx, id, tt.old, tt.next)
+			var ok bool
+			var err error
+			if tt.commit {
+				ok, err = s.CommitToken(ctx, id, tt.old)
+			} else {
+				ok, err = s.RotateToken(ctx, id, tt.old, tt.next)
+			}
 			if ok != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("got %v, %v; want %v, %v", ok, err, tt.want, tt.wantErr)
 			}
+			info, err := s.Lookup(ctx, "s")
+			if err != nil || info.TokenHash != tt.wantTok || info.PrevTokenHash != tt.wantPre {
+				t.Fatalf("token %q, previous %q, %v; want %q, %q", info.TokenHash, info.PrevTokenHash, err, tt.wantTok, tt.wantPre)
+			}
 		})
-	}
-	if info, err := s.Lookup(ctx, "s"); err != nil || info.TokenHash != "t2" {
-		t.Fatalf("token %q, %v; want t2", info.TokenHash, err)
 	}
 
 	const racers = 8
-	wins := make(chan bool, racers)
+	errs := make(chan error, racers)
 	for i := range racers {
 		go func() {
-			ok, err := s.RotateToken(ctx, "s", "t2", fmt.Sprint("r", i))
-			wins <- ok && err == nil
+			ok, err := s.RotateToken(ctx, "s", "t3", fmt.Sprint("r", i))
+			if err == nil && !ok {
+				err = fmt.Errorf("rotation r%d refused", i)
+			}
+			errs <- err
 		}()
 	}
-	won := 0
 	for range racers {
-		if <-wins {
-			won++
+		if err := <-errs; err != nil {
+			t.Fatal(err) // each is from the current or the pending previous hash
 		}
 	}
-	if won != 1 {
-		t.Fatalf("%d of %d rotations from one hash won, want 1", won, racers)
+	info, err := s.Lookup(ctx, "s")
+	if err != nil || info.PrevTokenHash != "t3" {
+		t.Fatalf("previous %q, %v; want t3", info.PrevTokenHash, err)
+	}
+	committed := 0
+	for i := range racers {
+		ok, err := s.CommitToken(ctx, "s", fmt.Sprint("r", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			committed++
+			if info.TokenHash != fmt.Sprint("r", i) {
+				t.Fatalf("committed r%d, but the token is %q", i, info.TokenHash)
+			}
+		}
+	}
+	if committed != 1 {
+		t.Fatalf("%d of %d rotations from one hash are current, want 1", committed, racers)
+	}
+	if ok, err := s.RotateToken(ctx, "s", "t3", "late"); ok || err != nil {
+		t.Fatalf("a rotation from the committed-away hash: %v, %v", ok, err)
 	}
 }

@@ -28,17 +28,37 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
 `)
 
-// rotateScript sets token to ARGV[2] if it is ARGV[1]; returns 1 if it
-// did. The session's expiry is left as it is.
+// rotateScript sets token to ARGV[2] if ARGV[1] is the token, which then
+// becomes prev, the pending previous token; or if ARGV[1] is prev, which
+// stays (the token it replaces was never read by its client). Returns 1 if
+// it did. The session's expiry is left as it is.
 //
-// KEYS: meta. ARGV: old token hash, new token hash.
+// KEYS: meta. ARGV: presented token hash, new token hash.
 var rotateScript = redis.NewScript(`
-local token = redis.call('HGET', KEYS[1], 'token')
+local meta = redis.call('HMGET', KEYS[1], 'token', 'prev')
+local token, prev = meta[1], meta[2]
 if not token then
   return redis.error_reply('NOSESSION session is not in the store')
 end
-if token ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'token', ARGV[2])
+if token == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'token', ARGV[2], 'prev', ARGV[1])
+  return 1
+end
+if prev and prev ~= '' and prev == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'token', ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// commitScript ends a pending rotation: if ARGV[1] is still the token,
+// prev is removed and 1 returned; otherwise (a later resume rotated again,
+// or the session is gone) nothing changes and 0 is returned.
+//
+// KEYS: meta. ARGV: token hash.
+var commitScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'prev')
 return 1
 `)
 

@@ -181,6 +181,9 @@ type SessionMeta struct {
 // Info is what Lookup reads of a session.
 type Info struct {
 	SessionMeta
+	// PrevTokenHash is the token hash before the latest rotation while
+	// that rotation is pending (RotateToken, CommitToken); "" when none.
+	PrevTokenHash string
 	// Owner is the node that may write the session.
 	Owner string
 	// Conn names the connection the session is attached to (Attach), ""
@@ -226,14 +229,28 @@ func (s *Store) Claim(ctx context.Context, id, from string) (bool, error) {
 }
 
 // RotateToken replaces the session's token hash (hex, as in SessionMeta)
-// with next if it is old, in one atomic step, and reports whether it did;
-// ErrNotFound if the session is not there. Of two rotations from the same
-// hash, one wins.
+// with next in one atomic step, if old is the token hash (which becomes
+// the pending previous one, Info.PrevTokenHash) or the pending previous
+// one (which stays), and reports whether it did; ErrNotFound if the
+// session is not there. Of concurrent rotations from one hash, every one
+// may succeed, but only the last one's next is the token hash after them.
 func (s *Store) RotateToken(ctx context.Context, id, old, next string) (bool, error) {
 	k := keysOf(id)
 	n, err := rotateScript.Run(ctx, s.client, k[:1], old, next).Int()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: rotate the token of session %s: %w", id, scriptError(err))
+	}
+	return n == 1, nil
+}
+
+// CommitToken ends a pending rotation: if current is still the session's
+// token hash, the previous one is dropped, in one atomic step. It reports
+// whether current was the token hash (false too when the session is gone).
+func (s *Store) CommitToken(ctx context.Context, id, current string) (bool, error) {
+	k := keysOf(id)
+	n, err := commitScript.Run(ctx, s.client, k[:1], current).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: commit the token of session %s: %w", id, scriptError(err))
 	}
 	return n == 1, nil
 }
@@ -265,7 +282,7 @@ func keysOf(id string) [2]string {
 
 // infoFields are the meta hash's fields Lookup reads (not the checkpoint,
 // which may be large).
-var infoFields = []string{"token", "subject", "owner", "conn", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
+var infoFields = []string{"token", "prev", "subject", "owner", "conn", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
 
 // parseInfo reads a meta hash; ErrNotFound when it is empty.
 func parseInfo(m map[string]string) (Info, error) {
@@ -273,9 +290,10 @@ func parseInfo(m map[string]string) (Info, error) {
 		return Info{}, ErrNotFound
 	}
 	info := Info{
-		SessionMeta: SessionMeta{TokenHash: m["token"], Subject: m["subject"]},
-		Owner:       m["owner"],
-		Conn:        m["conn"],
+		SessionMeta:   SessionMeta{TokenHash: m["token"], Subject: m["subject"]},
+		PrevTokenHash: m["prev"],
+		Owner:         m["owner"],
+		Conn:          m["conn"],
 	}
 	capacity, err := strconv.Atoi(m["cap"])
 	if err != nil {

@@ -14,10 +14,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/baton-run/baton/auth"
+	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -84,12 +86,14 @@ func resumeWith(t *testing.T, base, sessionID, token string, lastSeq uint64) *co
 }
 
 // TestResumeTokenRotates: every resume answers with a new resume token
-// and the one presented stops working: a resume with it is rejected, as
-// for a wrong token, and the client holding the newest one resumes again
-// and again.
+// and, once the client has read the answer (the ping after it answered),
+// the one presented stops working: a resume with it is rejected, as for a
+// wrong token, and the client holding the newest one resumes again and
+// again.
 func TestResumeTokenRotates(t *testing.T) {
 	t.Parallel()
-	base := startServer(t)
+	logs := &logSink{}
+	base := startServerLogging(t, logs)
 	c, hello := connect(t, base)
 	frames := solveAll(t, c, []wsproto.Task{{ID: "a", Title: "A"}})
 	last := frames[len(frames)-1].Seq
@@ -106,7 +110,7 @@ func TestResumeTokenRotates(t *testing.T) {
 			t.Fatalf("resume %d answered the token %q, seen before or short", i+1, m.ResumeToken)
 		}
 		seen[m.ResumeToken] = true
-		r.ws.CloseNow()
+		readUntilCommitted(t, logs, r, hello.SessionID, i+1)
 		resumeWith(t, base, hello.SessionID, token, last).expectError(wsproto.CodeResumeRejected)
 		token = m.ResumeToken
 	}
@@ -121,7 +125,8 @@ func TestResumeTokenRotates(t *testing.T) {
 // TestClusterResumeTokenRotates: with the Redis store the rotation is the
 // store's, atomic across servers: of two resumes with one token at once,
 // one on the session's owner and one on another server (which serves it
-// from the store), exactly one wins, and the token it gets works on either.
+// from the store), each swap is atomic, so exactly one of the tokens they
+// are answered with works afterwards, on either server.
 func TestClusterResumeTokenRotates(t *testing.T) {
 	rds := redistest.Start(t)
 	a := startNode(t, "A", "127.0.0.1:0", rds.URL())
@@ -139,12 +144,12 @@ func TestClusterResumeTokenRotates(t *testing.T) {
 		req := map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""}
 		ca.send("user.reconnect_with_state", req)
 		cb.send("user.reconnect_with_state", req)
-		var won []wsproto.Connected
+		var won []string
 		for _, r := range []*conn{ca, cb} {
 			f := r.next()
 			switch f.Event {
 			case wsproto.EventConnected:
-				won = append(won, meta[wsproto.Connected](t, f))
+				won = append(won, meta[wsproto.Connected](t, f).ResumeToken)
 			case wsproto.EventError:
 				if e := meta[wsproto.Error](t, f); e.Code != wsproto.CodeResumeRejected {
 					t.Fatalf("round %d: %+v", round+1, e)
@@ -153,12 +158,19 @@ func TestClusterResumeTokenRotates(t *testing.T) {
 				t.Fatalf("round %d: answered %s", round+1, f.Event)
 			}
 		}
-		if len(won) != 1 {
-			t.Fatalf("round %d: %d of two resumes with one token won, want 1", round+1, len(won))
-		}
 		ca.ws.CloseNow()
 		cb.ws.CloseNow()
-		hello.ResumeToken = won[0].ResumeToken
+		var works []wsproto.Connected
+		for i, token := range won {
+			f := resumeWith(t, []string{onB, onA}[i], hello.SessionID, token, 0).next()
+			if f.Event == wsproto.EventConnected {
+				works = append(works, meta[wsproto.Connected](t, f))
+			}
+		}
+		if len(works) != 1 {
+			t.Fatalf("round %d: %d of the %d tokens given work, want 1", round+1, len(works), len(won))
+		}
+		hello.ResumeToken = works[0].ResumeToken
 	}
 	for _, base := range []string{onB, onA} {
 		m := meta[wsproto.Connected](t, resumeWith(t, base, hello.SessionID, hello.ResumeToken, 0).expect(wsproto.EventConnected))
@@ -195,6 +207,43 @@ func TestTokenExpiryCloses(t *testing.T) {
 	m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
 	if !m.Resumed || m.LastSeq != last || m.Replayed == nil || uint64(*m.Replayed) != last {
 		t.Fatalf("the resume with a fresh JWT: %+v", m)
+	}
+}
+
+// TestClientTokenFunc: the Go client asks Options.TokenFunc for the token
+// of every connection; when the server closes its connection with 4001
+// (the JWT expired), it asks again and resumes the session on a new
+// connection, without Options.Resume, and the session goes on.
+func TestClientTokenFunc(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--jwt-secret", jwtSecret)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var asked atomic.Int32
+	tokenFunc := func(context.Context) (string, error) {
+		if asked.Add(1) == 1 { // 25 s past exp: 5 s left of the leeway
+			return signJWT(t, "alice", time.Now().Add(-25*time.Second)), nil
+		}
+		return signJWT(t, "alice", time.Now().Add(time.Hour)), nil
+	}
+	cl, err := client.Dial(ctx, wsURL(base), &client.Options{TokenFunc: tokenFunc, Token: "ignored"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id := cl.View().SessionID
+	if err := cl.Wait(ctx, func(v client.View) bool { return v.Stats.Resumes == 1 }); err != nil {
+		t.Fatalf("no resume after the 4001: %v (last error %v)", err, cl.Err())
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("TokenFunc asked %d times, want 2", n)
+	}
+	if err := cl.SolveTasks(ctx, []wsproto.Task{{ID: "a", Title: "A"}}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, ctx, cl, "the run's end", finished)
+	if v.SessionID != id || v.Stats.Rejected != 0 || len(v.Stats.Violations) != 0 {
+		t.Fatalf("after the renewal: session %s (was %s), stats %+v", v.SessionID, id, v.Stats)
 	}
 }
 

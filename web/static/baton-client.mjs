@@ -1132,7 +1132,8 @@ export class BatonClient {
       return;
     }
     this.#stats.resumes++;
-    // Every resume rotates the token (§3.5): the one just sent is dead.
+    // Every resume rotates the token (§3.5): the one just sent stops working
+    // once this client has read this frame (the pong to the ping after it).
     this.#token = str(m.resume_token) || this.#token;
     this.#persist();
     if (m.resync) {
