@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -342,40 +340,8 @@ func TestRedactArgs(t *testing.T) {
 // tests do not set.)
 func TestDebugHidesSecrets(t *testing.T) {
 	const secret = "the-jwt-secret-nobody-may-read-0123"
-	debugAddr := freeAddr(t)
-	cmd := exec.Command(batonBinary(t), "--addr", "127.0.0.1:0", "--debug-addr", debugAddr,
-		"--jwt-secret", secret, "--log-level", "debug")
-	log := &logSink{}
-	cmd.Stderr = log
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
-	listening := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "baton listening on ") {
-				close(listening)
-			}
-		}
-	}()
-	select {
-	case <-listening: // the debug endpoints were up before
-	case <-done:
-		t.Fatalf("baton exited:\n%s", log.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("baton did not listen within 30s:\n%s", log.String())
-	}
+	p := startProcess(t, "--jwt-secret", secret, "--log-level", "debug")
+	debugAddr, log := p.debugAddr, p.log // the debug endpoints were up before it listened
 
 	for _, path := range []string{"/debug/vars", "/debug/pprof/cmdline"} {
 		resp, err := http.Get("http://" + debugAddr + path)

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -120,58 +118,20 @@ func TestHugeResultsBoundedMemory(t *testing.T) {
 	}
 }
 
-// process is a Baton process a test started, with the memory store.
+// process is a Baton process a test started, with the memory store and
+// /debug/ served.
 type process struct {
-	cmd       *exec.Cmd
-	addr      string // host:port of /ws
+	*node
 	debugAddr string // host:port of /debug/
-	log       *logSink
-	done      chan struct{} // closed when the process has ended
 }
 
 // startProcess starts the baton binary on a free port, with /debug/ on
 // another, and waits until it listens. The process is killed when t ends.
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{debugAddr: freeAddr(t), log: &logSink{}, done: make(chan struct{})}
-	p.cmd = exec.Command(batonBinary(t), append([]string{"--addr", "127.0.0.1:0", "--debug-addr", p.debugAddr}, args...)...)
-	p.cmd.Stderr = p.log
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	listening := make(chan string, 1)
-	// One goroutine reads stdout to its end, then waits for the process
-	// (Wait must not run before the reads from its pipe are done).
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "baton listening on ws://"); ok {
-				host, _, _ := strings.Cut(rest, "/")
-				listening <- host
-			}
-		}
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("log of the Baton process:\n%s", p.log.String())
-		}
-	})
-	select {
-	case p.addr = <-listening:
-	case <-p.done:
-		t.Fatalf("baton exited before listening:\n%s", p.log.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("baton did not listen within 30s:\n%s", p.log.String())
-	}
-	return p
+	debug := freeAddr(t)
+	n := startBaton(t, "baton", append([]string{"--addr", "127.0.0.1:0", "--debug-addr", debug}, args...)...)
+	return &process{node: n, debugAddr: debug}
 }
 
 // status is the process's memory figures from /proc/PID/status, in bytes:
