@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ type Server struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has been waited for
+	paused bool          // stopped with SIGSTOP (Pause)
 }
 
 // Start runs a redis-server for t and stops it when t ends. It skips t (or
@@ -98,6 +100,26 @@ func (s *Server) Restart(t testing.TB) {
 	}
 }
 
+// Pause stops the server's process (SIGSTOP), as a stall does: its
+// connections stay open and every command waits, unanswered, until
+// Continue. stop continues a paused server before killing it.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("redistest: pause: %v", err)
+	}
+	s.paused = true
+}
+
+// Continue resumes a paused server (SIGCONT).
+func (s *Server) Continue(t testing.TB) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("redistest: continue: %v", err)
+	}
+	s.paused = false
+}
+
 // start runs redis-server on s.port and waits until it answers PING, the
 // process exits, or startTimeout passes.
 func (s *Server) start() error {
@@ -141,6 +163,10 @@ func (s *Server) start() error {
 func (s *Server) stop() {
 	if s.cmd == nil {
 		return
+	}
+	if s.paused {
+		s.cmd.Process.Signal(syscall.SIGCONT)
+		s.paused = false
 	}
 	s.cmd.Process.Kill()
 	<-s.exited

@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -36,6 +37,22 @@ func TestServer(t *testing.T) {
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatalf("SET: %v", err)
 	}
+
+	// Paused, a command waits; continued, it is answered. The server is
+	// paused again before the restart, which must continue it to kill it.
+	s.Pause(t)
+	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = c.Get(short, "k").Err()
+	stop()
+	var timeout interface{ Timeout() bool }
+	if !errors.Is(err, context.DeadlineExceeded) && (!errors.As(err, &timeout) || !timeout.Timeout()) {
+		t.Errorf("GET while paused: %v, want it to wait past its deadline", err)
+	}
+	s.Continue(t)
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Errorf("GET after Continue: %q, %v", v, err)
+	}
+	s.Pause(t)
 
 	s.Restart(t)
 	if err := c.Get(ctx, "k").Err(); err != redis.Nil {
