@@ -240,7 +240,7 @@ func (n *Node) forget(ctx context.Context, node, session string) error {
 func (n *Node) Leave(ctx context.Context) error {
 	n.once.Do(func() { close(n.stop) })
 	n.wg.Wait()
-	n.sub.Close() // ends Receive; the others see the channel without its subscriber
+	n.sub.Close() // ends Receive
 	if err := n.rdb.Del(ctx, aliveKey(n.id)).Err(); err != nil {
 		return fmt.Errorf("leave the cluster: %w", err)
 	}
