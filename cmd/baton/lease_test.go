@@ -77,8 +77,18 @@ func TestClusterGoneOrphanForgotten(t *testing.T) {
 	ctx := context.Background()
 	rdb := rds.Client(t)
 
+	forgotten := func(session string) int {
+		n := 0
+		for line := range strings.Lines(a.log.String()) {
+			if strings.Contains(line, "orphaned run forgotten") && strings.Contains(line, session) {
+				n++
+			}
+		}
+		return n
+	}
 	// dead plants a node that died with a run in a session Redis no
-	// longer holds, and waits until the hunt has forgotten it.
+	// longer holds, and waits until the hunt has forgotten it (in Redis,
+	// and in A's log, written after).
 	dead := func(node, session string) {
 		t.Helper()
 		if err := rdb.SAdd(ctx, "baton:node:"+node+":runs", session).Err(); err != nil {
@@ -90,7 +100,7 @@ func TestClusterGoneOrphanForgotten(t *testing.T) {
 		eventually(t, node+" forgotten", func() bool {
 			listed, err := rdb.SIsMember(ctx, "baton:nodes", node).Result()
 			runs, err2 := rdb.Exists(ctx, "baton:node:"+node+":runs").Result()
-			return err == nil && err2 == nil && !listed && runs == 0
+			return err == nil && err2 == nil && !listed && runs == 0 && forgotten(session) > 0
 		})
 	}
 	dead("node_dead1", "sess_gone1")
@@ -98,15 +108,6 @@ func TestClusterGoneOrphanForgotten(t *testing.T) {
 	// its chance to be tried again.
 	dead("node_dead2", "sess_gone2")
 
-	forgotten := func(session string) int {
-		n := 0
-		for line := range strings.Lines(a.log.String()) {
-			if strings.Contains(line, "orphaned run forgotten") && strings.Contains(line, session) {
-				n++
-			}
-		}
-		return n
-	}
 	for _, s := range []string{"sess_gone1", "sess_gone2"} {
 		if n := forgotten(s); n != 1 {
 			t.Errorf("%s forgotten %d times, want once", s, n)
