@@ -38,10 +38,13 @@ type Cluster interface {
 	// current: the previous one is cleared, atomically. It reports
 	// whether current was the session's token hash.
 	Commit(ctx context.Context, id string, current [32]byte) (bool, error)
-	// Alive reports whether a server still serves.
+	// Alive reports whether a server still serves: its lease has not
+	// lapsed. Nothing else (a dropped subscription, a slow answer) makes a
+	// live server's sessions move.
 	Alive(ctx context.Context, node string) (bool, error)
 	// Claim makes this server the session's owner if from still is,
-	// reporting whether it did.
+	// reporting whether it did; ErrNoSession when the session is gone,
+	// and then it is no longer counted as a run of from's (Orphans).
 	Claim(ctx context.Context, id, from string) (bool, error)
 	// Open loads a session from the store: a ring holding every retained
 	// event, its latest checkpoint and the seq it is as of. The ring writes

@@ -67,7 +67,14 @@ func (s *Server) adopt(ctx context.Context) {
 		return
 	}
 	for _, o := range orphans {
-		if _, err := s.takeOver(ctx, o.Session, o.Node); err != nil && !errors.Is(err, errClaimLost) {
+		_, err := s.takeOver(ctx, o.Session, o.Node)
+		switch {
+		case err == nil, errors.Is(err, errClaimLost):
+		case errors.Is(err, ErrNoSession):
+			// Claim forgot the run: no server tries it again.
+			s.log.Info("orphaned run forgotten: its session is gone from the store",
+				"session", o.Session, "from", o.Node)
+		default:
 			s.log.Error("take an orphaned run over", "session", o.Session, "from", o.Node, "err", err)
 		}
 	}

@@ -134,6 +134,10 @@ func (cl *Cluster) Alive(ctx context.Context, node string) (bool, error) {
 
 func (cl *Cluster) Claim(ctx context.Context, id, from string) (bool, error) {
 	won, err := cl.store.Claim(ctx, id, from)
+	if errors.Is(err, ErrNotFound) {
+		// The session is gone: from's run in it is nothing to continue.
+		return false, errors.Join(noSession(err), cl.node.Gone(ctx, id, from))
+	}
 	if err != nil || !won {
 		return won, noSession(err)
 	}

@@ -32,8 +32,9 @@ type Node struct {
 }
 
 // DefaultLeaseTTL is how long a server that stops renewing its liveness is
-// still taken to be alive (unless its channel has lost its subscriber,
-// which tells a death at once).
+// still taken to be alive. The lease alone tells life: a channel without
+// its subscriber may be a reconnect (a blink), and a live node's session
+// must never move.
 const DefaultLeaseTTL = 3 * time.Second
 
 // Join announces a server in the cluster and keeps it alive until Leave.
@@ -92,20 +93,16 @@ func (n *Node) heartbeat() {
 	}
 }
 
-// Alive reports whether node is alive: its liveness key is there and its
-// channel has its subscriber (a process that died lost the latter at once).
+// Alive reports whether node is alive: its lease (liveness key) is there.
+// Its channel's subscriber is no sign either way: go-redis resubscribes
+// after a reconnect, and a session taken from a live owner would have its
+// run cancelled there and its running tasks run twice.
 func (n *Node) Alive(ctx context.Context, node string) (bool, error) {
-	var exists *redis.IntCmd
-	var subs *redis.MapStringIntCmd
-	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		exists = p.Exists(ctx, aliveKey(node))
-		subs = p.PubSubNumSub(ctx, channel(node))
-		return nil
-	})
+	exists, err := n.rdb.Exists(ctx, aliveKey(node)).Result()
 	if err != nil {
 		return false, fmt.Errorf("is %s alive: %w", node, err)
 	}
-	return exists.Val() == 1 && subs.Val()[channel(node)] > 0, nil
+	return exists == 1, nil
 }
 
 // Send publishes msg on node's channel, reporting whether a subscriber
@@ -181,7 +178,9 @@ func (n *Node) Orphans(ctx context.Context) ([]Orphan, error) {
 			return out, fmt.Errorf("list the runs of %s: %w", node, err)
 		}
 		if len(sessions) == 0 {
-			n.rdb.SRem(ctx, nodesKey, node)
+			if err := n.forget(ctx, node, ""); err != nil {
+				return out, err
+			}
 			continue
 		}
 		for _, s := range sessions {
@@ -204,12 +203,44 @@ func (n *Node) Adopted(ctx context.Context, session, from string) error {
 	return nil
 }
 
+// forgetScript removes ARGV[2] (unless "") from node ARGV[1]'s runs set,
+// then the node from the node list if it is dead (no lease) and has no
+// run left, in one atomic step: a node that comes back to life renews
+// its lease, and one of its runs is never dropped with it.
+//
+// KEYS: the node's runs set, its liveness key, the node list.
+var forgetScript = redis.NewScript(`
+if ARGV[2] ~= '' then
+  redis.call('SREM', KEYS[1], ARGV[2])
+end
+if redis.call('EXISTS', KEYS[2]) == 0 and redis.call('SCARD', KEYS[1]) == 0 then
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
+return 0
+`)
+
+// Gone forgets a run of a dead node's whose session is gone from the store
+// (its keys expired or were deleted): nothing is left to continue, and
+// every node would otherwise try to claim it again at every hunt. A dead
+// node with no run left leaves the node list.
+func (n *Node) Gone(ctx context.Context, session, from string) error {
+	return n.forget(ctx, from, session)
+}
+
+func (n *Node) forget(ctx context.Context, node, session string) error {
+	keys := []string{runsKey(node), aliveKey(node), nodesKey}
+	if err := forgetScript.Run(ctx, n.rdb, keys, node, session).Err(); err != nil {
+		return fmt.Errorf("forget the run of %s on %s: %w", session, node, err)
+	}
+	return nil
+}
+
 // Leave stops renewing and deletes the liveness key, so that the others
 // take this node's runs over at once.
 func (n *Node) Leave(ctx context.Context) error {
 	n.once.Do(func() { close(n.stop) })
 	n.wg.Wait()
-	n.sub.Close() // ends Receive; the others see the channel without its subscriber
+	n.sub.Close() // ends Receive
 	if err := n.rdb.Del(ctx, aliveKey(n.id)).Err(); err != nil {
 		return fmt.Errorf("leave the cluster: %w", err)
 	}
