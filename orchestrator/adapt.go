@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/wsproto"
@@ -92,7 +93,7 @@ func (r *run) nextStep(ctx context.Context, sched *solver.Run, in solver.AdaptIn
 	}
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
-		d, err := decider.Decide(ctx, din)
+		d, err := failure.Protect(func() (planner.Decision, error) { return decider.Decide(ctx, din) }) // a panic fails the step
 		r.sess.srv.obs.ModelCall(CallDecide, callResult(ctx, err), time.Since(began), d.Usage)
 		usage = usage.Add(d.Usage)
 		if ctx.Err() != nil {

@@ -271,10 +271,12 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
 		began := time.Now()
-		p, err := r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
-			desc, _ = cutText(desc, opts.MaxResultBytes)
-			step++
-			r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
+		p, err := failure.Protect(func() (planner.Plan, error) { // a panic fails the planning
+			return r.sess.srv.models.Planner.Plan(r.ctx, req, func(desc string) {
+				desc, _ = cutText(desc, opts.MaxResultBytes)
+				step++
+				r.emit(wsproto.EventPlanStepCompleted, desc, &wsproto.PlanStep{RunID: r.id, Step: step, Description: desc})
+			})
 		})
 		obs.ModelCall(CallPlan, callResult(r.ctx, err), time.Since(began), p.Usage)
 		if r.ctx.Err() != nil {
@@ -515,9 +517,11 @@ func (r *run) aggregate(summary string, report solver.Report) {
 		out = aggregator.Explain(in)
 	} else {
 		began := time.Now()
-		out, err = r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
-			text, _ = cutText(text, r.sess.srv.opts.MaxResultBytes)
-			r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
+		out, err = failure.Protect(func() (aggregator.Output, error) { // a panic fails the summary
+			return r.sess.srv.models.Aggregator.Aggregate(r.ctx, in, func(text string) {
+				text, _ = cutText(text, r.sess.srv.opts.MaxResultBytes)
+				r.emit(wsproto.EventAggregateProgress, text, &wsproto.AggregateProgress{RunID: r.id, Message: text})
+			})
 		})
 		r.sess.srv.obs.ModelCall(CallAggregate, callResult(r.ctx, err), time.Since(began), out.Usage)
 	}

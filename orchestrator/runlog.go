@@ -84,6 +84,9 @@ func (r *run) logEnd(meta any) {
 // error's text goes to a client only through here or failure.Public.
 func (r *run) public(err error, attrs ...any) string {
 	attrs = append([]any{"session", r.sess.id, "run", r.id, "type", failure.Classify(err).Type, "err", err}, attrs...)
+	if stack := failure.Stack(err); stack != nil { // a panic (failure.Protect)
+		attrs = append(attrs, "stack", string(stack))
+	}
 	r.sess.srv.log.Warn("model call failed", attrs...)
 	return failure.Public(err)
 }

@@ -430,13 +430,17 @@ func (s *scheduler) once(ctx context.Context, x execution, in Input) (Result, er
 		defer cancel()
 	}
 	last := 0.0
-	result, err := s.agent(ectx, x, in, func(f float64, msg string) {
-		if f != f { // NaN
-			f = last
-		}
-		f = min(max(f, last), 1) // the contract: in [0,1], non-decreasing
-		last = f
-		s.events.Progress(in.Task.ID, in.Attempt, f, msg)
+	// A panic in the model or the agent loop is this execution's failure
+	// (permanent), not the process's end.
+	result, err := failure.Protect(func() (Result, error) {
+		return s.agent(ectx, x, in, func(f float64, msg string) {
+			if f != f { // NaN
+				f = last
+			}
+			f = min(max(f, last), 1) // the contract: in [0,1], non-decreasing
+			last = f
+			s.events.Progress(in.Task.ID, in.Attempt, f, msg)
+		})
 	})
 	if ctx.Err() == nil && ectx.Err() != nil {
 		return Result{}, &failure.Error{Type: failure.Timeout,
