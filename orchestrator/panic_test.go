@@ -115,8 +115,10 @@ func TestModelPanic(t *testing.T) {
 			stage: "plan",
 		},
 		{
-			name:  "decide step",
-			start: func(ctx context.Context, cl *client.Client) error { return cl.MessageAdaptive(ctx, panicWord+" decide") },
+			name: "decide step",
+			start: func(ctx context.Context, cl *client.Client) error {
+				return cl.MessageAdaptive(ctx, panicWord+" decide")
+			},
 			failed: func(v client.View, _ []wsproto.ExecutionError) bool {
 				return v.Run != nil && v.Run.FinalAnswer != nil
 			},
