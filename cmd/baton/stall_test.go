@@ -151,36 +151,18 @@ func TestResumeDuringAdoption(t *testing.T) {
 	log.waitFor(t, `"msg":"waiting for the session's adoption under way"`)
 	close(release)
 
-	// Both resumes succeed; the one that attached last replaces the
-	// other (4000) and sees the run to its answer.
-	finals := 0
+	// Neither resume is rejected: each is answered system.connected, or
+	// closed with 4000 by the other's attach first. (Which attach wins is
+	// not ordered between memory and the store, so both may be replaced:
+	// the run's completion after an adoption is TestStallAdopted's.)
 	for i, r := range []*conn{second, first} {
-		m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected))
-		if m.SessionID != hello.SessionID {
-			t.Fatalf("resume %d connected to session %s, want %s", i, m.SessionID, hello.SessionID)
-		}
-		if finalOrReplaced(t, r) {
-			finals++
-		}
-	}
-	if finals != 1 {
-		t.Errorf("%d connections saw the final answer, want 1", finals)
-	}
-}
-
-// finalOrReplaced reads c until the run's final answer (true) or until c
-// is replaced by another connection of its session (false).
-func finalOrReplaced(t *testing.T, c *conn) bool {
-	t.Helper()
-	for {
-		f, err := c.read(30 * time.Second)
+		f, err := r.read(30 * time.Second)
 		switch {
 		case websocket.CloseStatus(err) == wsproto.CloseSessionReplaced:
-			return false
 		case err != nil:
-			t.Fatalf("read: %v", err)
-		case f.Event == wsproto.EventFinalAnswer:
-			return true
+			t.Fatalf("resume %d: read: %v", i, err)
+		case f.Event != wsproto.EventConnected:
+			t.Fatalf("resume %d answered %s %s, want %s", i, f.Event, f.Metadata, wsproto.EventConnected)
 		}
 	}
 }
