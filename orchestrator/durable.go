@@ -41,18 +41,26 @@ func (sess *session) deliver(entries []buffer.Entry) {
 // lost gives up a session whose ring can no longer write: its run stops
 // without a word (its events could not be stored), and its connection is
 // closed with 1012 so that the client resumes where the session lives now,
-// or learns that it is gone (resume_rejected).
+// or learns that it is gone (resume_rejected). When the store still names
+// this server as the owner (it stalled past the ring's patience), the
+// resume adopts the session from the store here, its run going on from
+// its checkpoint (adopt.go).
 func (sess *session) lost(err error) {
 	s := sess.srv
 	s.runWG.Add(1) // not on the ring's writer, whose Close the release waits for
 	go func() {
 		defer s.runWG.Done()
+		// Forgotten before it is marked given, and the client hears of
+		// it: a resume then finds the session in the store only, and
+		// adopts it. (Forgetting a session closed otherwise is a no-op:
+		// whoever closed it forgets it too.)
+		s.forget(sess)
 		sess.mu.Lock()
 		if sess.closed {
 			sess.mu.Unlock()
 			return
 		}
-		sess.closed = true
+		sess.closed, sess.given = true, true
 		r, c := sess.run, sess.conn
 		sess.mu.Unlock()
 		s.log.Warn("session lost", "session", sess.id, "err", err)
@@ -62,7 +70,6 @@ func (sess *session) lost(err error) {
 		if c != nil {
 			c.closeWith(websocket.StatusServiceRestart, "session moved")
 		}
-		s.forget(sess)
 		sess.release()
 	}()
 }

@@ -67,7 +67,7 @@ func (s *Server) adopt(ctx context.Context) {
 		return
 	}
 	for _, o := range orphans {
-		_, err := s.takeOver(ctx, o.Session, o.Node)
+		_, err := s.adoptShared(ctx, o.Session, o.Node)
 		switch {
 		case err == nil, errors.Is(err, errClaimLost):
 		case errors.Is(err, ErrNoSession):
@@ -96,8 +96,10 @@ func (s *Server) touch(ctx context.Context) {
 	}
 }
 
-// takeOver claims a session from a server that died and continues it here
-// from the store: its ring, its state and, from its checkpoint, its run.
+// takeOver claims a session from a server that died (or from this one,
+// which gave it up: adopt.go) and continues it here from the store: its
+// ring, its state and, from its checkpoint, its run. Call it through
+// adoptShared, which runs one at a time per session.
 func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error) {
 	cl := s.opts.Cluster
 	won, err := cl.Claim(ctx, id, from)
@@ -106,6 +108,9 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 	}
 	if !won {
 		return nil, errClaimLost
+	}
+	if h := s.opts.AdoptHook; h != nil {
+		h(ctx, id)
 	}
 	// The ring reports to the session restore makes; nothing is written,
 	// so nothing reported, before bind names it.

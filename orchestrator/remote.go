@@ -54,7 +54,8 @@ func (s *Server) connRef(c *conn) string { return s.opts.Cluster.Node() + "/" + 
 
 // resumeShared resumes a session this server does not hold: it proxies to
 // the session's owner when that one lives, or claims the session and
-// continues it here when it does not (docs/scaling.md).
+// continues it here when it does not, or when the owner is this server,
+// which gave the session up or is adopting it (docs/scaling.md).
 func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	cl := s.opts.Cluster
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
@@ -72,19 +73,21 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		if !held.tokenAccepted(req.ResumeToken) || rec.Subject != c.subject {
 			return errRejected // another subject's session is as unknown as a wrong token
 		}
-		if rec.Owner == cl.Node() {
-			// Ours, yet not in memory: freed here (expired or lost).
-			return errRejected
+		// Ours, yet not in memory: the ring gave the session up while the
+		// store stalled (lost), or this server is adopting it right now.
+		// Either way it is adopted (or the adoption under way waited for),
+		// like a dead server's.
+		if rec.Owner != cl.Node() {
+			alive, err := cl.Alive(ctx, rec.Owner)
+			if err != nil {
+				s.log.Error("resume: check the owner", "session", req.SessionID, "owner", rec.Owner, "err", err)
+				return errStore
+			}
+			if alive {
+				return s.proxy(ctx, c, req, rec.Owner)
+			}
 		}
-		alive, err := cl.Alive(ctx, rec.Owner)
-		if err != nil {
-			s.log.Error("resume: check the owner", "session", req.SessionID, "owner", rec.Owner, "err", err)
-			return errStore
-		}
-		if alive {
-			return s.proxy(ctx, c, req, rec.Owner)
-		}
-		if _, err := s.takeOver(ctx, req.SessionID, rec.Owner); err != nil {
+		if _, err := s.adoptShared(ctx, req.SessionID, rec.Owner); err != nil {
 			if try == 0 && errors.Is(err, errClaimLost) {
 				continue // another server took it first: it is the owner now
 			}

@@ -133,6 +133,11 @@ type Options struct {
 	// Observer is told what happens, for metrics (package metrics).
 	// Defaults to observing nothing.
 	Observer Observer
+	// AdoptHook is a test seam: with a Cluster, it is called when this
+	// server has claimed a session in the store and before it restores
+	// it (adopt.go), on the goroutine adopting it; ctx bounds the
+	// adoption. Tests hold an adoption open with it. Defaults to nil.
+	AdoptHook func(ctx context.Context, session string)
 }
 
 func (o *Options) withDefaults() Options {
@@ -208,7 +213,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex // guards sessions, owned, making, conns, closed
+	mu       sync.Mutex // guards sessions, owned, making, conns, closed, replies, adoptions
 	sessions map[string]*session
 	// owned counts the sessions held and being made by owner (ownerKey),
 	// making those being made: what the session caps are checked against
@@ -229,6 +234,9 @@ type Server struct {
 	// by message id (remote.go). Guarded by mu.
 	replies map[uint64]chan message
 	nextMsg atomic.Uint64
+	// adoptions are the sessions this server is adopting from the store,
+	// by id (adopt.go). Guarded by mu.
+	adoptions map[string]*adoption
 	// limits counts connections by address and upgrades under way, for
 	// the connection limits (limits.go).
 	limits limits
@@ -262,6 +270,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		owned:     make(map[string]int),
 		conns:     make(map[*conn]struct{}),
 		replies:   make(map[uint64]chan message),
+		adoptions: make(map[string]*adoption),
 		stopSweep: make(chan struct{}),
 		runEnded:  make(chan struct{}, 1),
 	}

@@ -72,6 +72,9 @@ type session struct {
 	// closed is set once, when the session is freed: from then on its
 	// ring is not called and it cannot be resumed.
 	closed bool
+	// given is set with closed when the ring gave the session up (lost):
+	// the store still holds it, and a resume adopts it from there.
+	given bool
 	// scratch is where events are encoded before being copied out at their
 	// exact size: one allocation per event, and no slack kept in the ring.
 	scratch []byte
@@ -398,6 +401,13 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	fresh := c.sess
 
 	old.mu.Lock()
+	if old.given {
+		// Lost as this resume found it: it is adopted from the store,
+		// where the token has just rotated from the one presented, which
+		// stays good until the rotation is committed.
+		old.mu.Unlock()
+		return s.resumeShared(c, req)
+	}
 	if old.closed || (s.opts.Cluster == nil && !old.tokenAccepted(req.ResumeToken)) {
 		old.mu.Unlock()
 		return errRejected

@@ -39,6 +39,10 @@ type ClusterOptions struct {
 	TTL time.Duration
 	// Logger receives the writer's retries and losses.
 	Logger *slog.Logger
+	// GiveUpAfter is how long a session's writes are retried through
+	// transient errors before its ring gives it up (Options.GiveUpAfter).
+	// Defaults to 30s.
+	GiveUpAfter time.Duration
 }
 
 // NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
@@ -55,7 +59,7 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 	topt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	tails := redis.NewClient(&topt)
 	id := "node_" + uuid.NewString()
-	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL})
+	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL, GiveUpAfter: opt.GiveUpAfter})
 	if err != nil {
 		tails.Close()
 		return nil, err

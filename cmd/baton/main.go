@@ -122,6 +122,13 @@ func checkEndpoint(ctx context.Context, log *slog.Logger, ck endpointChecker, cf
 // against docs/asyncapi.yaml (wire_test.go).
 type wrapHandlerKey struct{}
 
+// tuneKey is a test seam: with --store redis, when run's ctx carries a
+// func(*orchestrator.Options, *redisstore.ClusterOptions) under it, Baton
+// calls it with its options before it joins the cluster. The stall tests
+// shorten how long a session's writes are retried, and hold an adoption
+// open (stall_test.go).
+type tuneKey struct{}
+
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
 // writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
@@ -170,7 +177,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	c.opts.Loop.Tools, c.opts.Loop.Calls = set, calls
 	var pingStore func(context.Context) error // with --store redis: for /readyz
 	if c.store == "redis" {
-		cl, closeCluster, ping, err := joinCluster(ctx, c, log)
+		copt := redisstore.ClusterOptions{Capacity: c.opts.BufferSize, TTL: max(2*c.opts.SessionTTL, time.Hour), Logger: log}
+		if tune, ok := ctx.Value(tuneKey{}).(func(*orchestrator.Options, *redisstore.ClusterOptions)); ok {
+			tune(&c.opts, &copt)
+		}
+		cl, closeCluster, ping, err := joinCluster(ctx, c, copt, log)
 		if err != nil {
 			return fmt.Errorf("configure: %w", err)
 		}
@@ -260,8 +271,8 @@ func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, ser
 }
 
 // joinCluster connects to the Redis of --redis-url and joins the cluster of
-// Batons using it. ping asks that Redis whether it answers.
-func joinCluster(ctx context.Context, c config, log *slog.Logger) (cl *redisstore.Cluster, closeCluster func() error,
+// Batons using it, as copt says. ping asks that Redis whether it answers.
+func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, log *slog.Logger) (cl *redisstore.Cluster, closeCluster func() error,
 	ping func(context.Context) error, err error) {
 	opt, err := redis.ParseURL(c.redisURL)
 	if err != nil {
@@ -275,8 +286,7 @@ func joinCluster(ctx context.Context, c config, log *slog.Logger) (cl *redisstor
 		rdb.Close()
 		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", opt.Addr, err)
 	}
-	cl, err = redisstore.NewCluster(pctx, rdb, redisstore.ClusterOptions{Capacity: c.opts.BufferSize,
-		TTL: max(2*c.opts.SessionTTL, time.Hour), Logger: log})
+	cl, err = redisstore.NewCluster(pctx, rdb, copt)
 	if err != nil {
 		rdb.Close()
 		return nil, nil, nil, fmt.Errorf("join the cluster on %s: %w", opt.Addr, err)
