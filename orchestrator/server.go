@@ -237,7 +237,7 @@ type Server struct {
 	// adoptions are the sessions this server is adopting from the store,
 	// by id (adopt.go). Guarded by mu.
 	adoptions map[string]*adoption
-	// limits counts connections by address and upgrades under way, for
+	// limits counts open connections (and upgrades under way) by address, for
 	// the connection limits (limits.go).
 	limits limits
 
