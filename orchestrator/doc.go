@@ -22,4 +22,13 @@
 // I/O: sends only queue, and a ring answers from memory (buffer's package
 // doc says what a ring may do there); each ring call gets the session's
 // context, done once the session is freed.
+//
+// Hostile clients: a connection beyond a session cap gets a provisional
+// session good only for a resume (sessioncap.go), a session never used is
+// freed within IdleSessionTTL, and a resume token rotates, its
+// predecessor dying once a pong proves the client read the new one
+// (session.go). A panic in a model call is that call's failure
+// (failure.Protect). With a Cluster, a session this server owns in the
+// store but no longer holds is adopted again, one adoption at a time
+// (adopt.go).
 package orchestrator
