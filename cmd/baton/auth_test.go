@@ -302,17 +302,25 @@ func TestAuthConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := append([]string{"--addr", "127.0.0.1:0"}, tt.args...)
-			err := run(context.Background(), args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
-			if err == nil || err.Error() != tt.want {
-				t.Fatalf("run: %v\nwant: %s", err, tt.want)
-			}
-			for _, secret := range []string{"tok-alice", "secret-without", "tok-1", "short", jwtSecret} {
-				if strings.Contains(err.Error(), secret) {
-					t.Errorf("the error quotes a credential: %v", err)
-				}
-			}
+			refusesConfig(t, tt.args, tt.env, tt.want, "tok-alice", "secret-without", "tok-1", "short", jwtSecret)
 		})
+	}
+}
+
+// refusesConfig runs Baton with args (on a free loopback port) and env,
+// and checks that it stops at once with the error want, which quotes none
+// of secrets.
+func refusesConfig(t *testing.T, args []string, env map[string]string, want string, secrets ...string) {
+	t.Helper()
+	args = append([]string{"--addr", "127.0.0.1:0"}, args...)
+	err := run(context.Background(), args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+	if err == nil || err.Error() != want {
+		t.Fatalf("run: %v\nwant: %s", err, want)
+	}
+	for _, secret := range secrets {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error quotes a secret: %v", err)
+		}
 	}
 }
 
