@@ -75,6 +75,12 @@ func TestAdaptiveStory(t *testing.T) {
 	if err := cl.RestartTask(ctx, "t1"); err != nil {
 		t.Fatal(err)
 	}
+	// The drop comes once the server has the restart: a command still on
+	// its way when a connection drops may be lost with it (a client that
+	// closes with unread data resets the connection, and the server's
+	// kernel discards what its reader had not taken), and a restart is
+	// not one to send twice.
+	wait("t1's restart", func(v client.View) bool { return task(v, "t1").Attempt >= 2 })
 	drop()
 	wait("t1's second execution", func(v client.View) bool {
 		t1 := task(v, "t1")
