@@ -132,12 +132,32 @@ func (c *conn) send(frames ...[]byte) bool { return c.sendThen(nil, frames...) }
 // frame written by after follows them on the wire). It must not block. A
 // connection that closes or fails first never runs it.
 func (c *conn) sendThen(after func(), frames ...[]byte) bool {
+	return c.enqueue(after, false, frames)
+}
+
+// sendDurable is send for events a durable ring delivers once the store
+// holds them (deliver). When the store stalls, a whole stall's events
+// become durable together and arrive in one delivery, however fast the
+// client reads: that backlog is the store's, so its size is no reason to
+// call the client slow. The client is too slow only if the frames it was
+// already sent and the writer has not yet taken fill its queue, the test
+// send makes of one frame. The writer writes a delivery in pieces of at
+// most a queue's worth (writeBatch). What the connection holds is then
+// at most its queue and one delivery, which the store bounds (a ring
+// with more entries waiting for it is lost).
+func (c *conn) sendDurable(frames ...[]byte) bool {
+	return c.enqueue(nil, true, frames)
+}
+
+// enqueue is sendThen, and sendDurable when durable is set.
+func (c *conn) enqueue(after func(), durable bool, frames [][]byte) bool {
 	c.mu.Lock()
 	if c.closeCode != 0 {
 		c.mu.Unlock()
 		return false
 	}
-	if queued := len(c.queue); queued+len(frames) > c.limit {
+	queued := len(c.queue)
+	if (durable && queued >= c.limit) || (!durable && queued+len(frames) > c.limit) {
 		c.mu.Unlock()
 		c.logger().Warn("send queue overflow; closing slow client", "queued", queued)
 		c.srv.obs.SendOverflow()
@@ -239,9 +259,11 @@ func (c *conn) writeLoop() {
 			after()
 		}
 		clear(batch)
-		c.mu.Lock()
-		c.spare = batch[:0]
-		c.mu.Unlock()
+		if cap(batch) <= 2*c.limit { // not the room of a rare large delivery
+			c.mu.Lock()
+			c.spare = batch[:0]
+			c.mu.Unlock()
+		}
 	}
 }
 
@@ -249,14 +271,31 @@ func (c *conn) writeLoop() {
 // close is requested meanwhile: the writer's next turn closes. When it
 // fails, the connection is already closed (batchConn): nothing, not even
 // a close frame, may follow the part of a frame that may have left.
+//
+// A batch larger than the send queue (a durable delivery, sendDurable)
+// leaves in pieces of at most a queue's worth, each one write with its
+// own deadline: a write's size, and the time it may take, stay those of
+// a full queue.
 func (c *conn) writeBatch(frames [][]byte) error {
+	for len(frames) > 0 && !c.closing.Load() {
+		n := min(len(frames), max(c.limit, 1))
+		if err := c.writePiece(frames[:n]); err != nil {
+			return err
+		}
+		frames = frames[n:]
+	}
+	return nil
+}
+
+// writePiece writes frames, gathered into one write (writeBatch).
+func (c *conn) writePiece(frames [][]byte) error {
 	c.bc.hold()
 	for _, f := range frames {
 		if c.closing.Load() {
 			break
 		}
 		// No deadline here, and so no context per frame: the frame only
-		// goes to memory; release's write has the batch's deadline.
+		// goes to memory; release's write has the piece's deadline.
 		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
 			c.bc.release()
 			return err

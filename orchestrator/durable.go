@@ -18,7 +18,8 @@ func (sess *session) hooks() RingHooks {
 }
 
 // deliver sends the connection the events the store now holds. Called by
-// the ring's writer, in seq order, never under the session lock.
+// the ring's writer, in seq order, never under the session lock. After a
+// stall of the store they may be many: sendDurable takes them whole.
 func (sess *session) deliver(entries []buffer.Entry) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -34,7 +35,7 @@ func (sess *session) deliver(entries []buffer.Entry) {
 		}
 	}
 	if len(frames) > 0 {
-		c.send(frames...)
+		c.sendDurable(frames...)
 	}
 }
 
