@@ -132,32 +132,32 @@ func (c *conn) send(frames ...[]byte) bool { return c.sendThen(nil, frames...) }
 // frame written by after follows them on the wire). It must not block. A
 // connection that closes or fails first never runs it.
 func (c *conn) sendThen(after func(), frames ...[]byte) bool {
-	return c.enqueue(after, false, frames)
+	return c.enqueue(after, 0, frames)
 }
 
 // sendDurable is send for events a durable ring delivers once the store
-// holds them (deliver). When the store stalls, a whole stall's events
-// become durable together and arrive in one delivery, however fast the
-// client reads: that backlog is the store's, so its size is no reason to
-// call the client slow. The client is too slow only if the frames it was
-// already sent and the writer has not yet taken fill its queue, the test
-// send makes of one frame. The writer writes a delivery in pieces of at
-// most a queue's worth (writeBatch). What the connection holds is then
-// at most its queue and one delivery, which the store bounds (a ring
-// with more entries waiting for it is lost).
-func (c *conn) sendDurable(frames ...[]byte) bool {
-	return c.enqueue(nil, true, frames)
+// holds them (deliver). When the store stalls, a stall's events become
+// durable together and arrive in one delivery or a few close together,
+// however fast the client reads: that backlog is the store's, so its size
+// is no reason to call the client slow. The store bounds it: a ring lets
+// at most backlog entries wait for the store, and is lost past that. So a
+// connection whose queue and those deliveries stay within its limit plus
+// backlog is one that read what it was sent before the stall; only a
+// client that let its own queue fill is closed. The writer writes a long
+// queue in pieces of at most a queue's worth (writeBatch).
+func (c *conn) sendDurable(backlog int, frames ...[]byte) bool {
+	return c.enqueue(nil, backlog, frames)
 }
 
-// enqueue is sendThen, and sendDurable when durable is set.
-func (c *conn) enqueue(after func(), durable bool, frames [][]byte) bool {
+// enqueue is sendThen, and sendDurable with backlog, the room a durable
+// delivery has beyond the queue's limit.
+func (c *conn) enqueue(after func(), backlog int, frames [][]byte) bool {
 	c.mu.Lock()
 	if c.closeCode != 0 {
 		c.mu.Unlock()
 		return false
 	}
-	queued := len(c.queue)
-	if (durable && queued >= c.limit) || (!durable && queued+len(frames) > c.limit) {
+	if queued := len(c.queue); queued+len(frames) > c.limit+backlog {
 		c.mu.Unlock()
 		c.logger().Warn("send queue overflow; closing slow client", "queued", queued)
 		c.srv.obs.SendOverflow()

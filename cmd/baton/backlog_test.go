@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/metricstest"
 	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -86,5 +88,45 @@ func TestDurableBacklog(t *testing.T) {
 	}
 	if len(seqs) < 200 {
 		t.Fatalf("got %d events, want the 200 or more the run made", len(seqs))
+	}
+}
+
+// TestDurableSlowReader: the room a durable delivery has beyond the send
+// queue (TestDurableBacklog) is the store's bound on what may wait for it,
+// not a way out of being judged slow: a client that never reads, on a
+// session kept in Redis, still overflows its queue (and is closed with
+// 1013), with no more queued for it than its queue and that bound.
+func TestDurableSlowReader(t *testing.T) {
+	rds := redistest.Start(t)
+	logs := &logSink{}
+	// A ring of 16: the send queue holds 80 frames and the store lets
+	// 1,024 entries wait; the run makes some 2,500 events of up to 8 KB,
+	// far more than the socket's buffers take (4 MiB). A write may take
+	// a minute: the queue, not the write's deadline, must end this.
+	base := startServerLogging(t, logs, "--store", "redis", "--redis-url", rds.URL(), "--buffer-size", "16",
+		"--ping-interval", "1h", "--pong-timeout", "1m", "--workspace", bigWorkspace(t),
+		"--max-rounds", "16", "--tool-result-limit", "8000", "--max-tasks", "100", "--sim-delay", "0")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slow, hello := dialNoRead(t, ctx, base)
+	tasks := make([]wsproto.Task, 100)
+	for i := range tasks {
+		tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Read",
+			Description: strings.Repeat(`[sim:tool=read_file {"path":"big.txt"}] `, 12), DependsOn: []string{}}
+	}
+	slow.send("user.solve_tasks", map[string]any{"tasks": tasks})
+	// The close follows once the writer's blocked write gives up (a
+	// minute here); the overflow is what ends the connection.
+	var overflow map[string]any
+	for overflow == nil {
+		if ctx.Err() != nil {
+			ev, _ := metricstest.Scrape(t, base+"/metrics").Sum("baton_events_total", "")
+			t.Fatalf("the slow client's queue did not overflow; the run made %v events", ev)
+		}
+		time.Sleep(10 * time.Millisecond)
+		overflow = logs.find(t, "send queue overflow; closing slow client", map[string]any{"session": hello.SessionID})
+	}
+	if q, _ := overflow["queued"].(float64); q > 80+1024 {
+		t.Fatalf("%v frames were queued for the slow client: want at most its queue (80) and the store's backlog bound (1,024)", q)
 	}
 }
