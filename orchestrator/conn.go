@@ -132,12 +132,32 @@ func (c *conn) send(frames ...[]byte) bool { return c.sendThen(nil, frames...) }
 // frame written by after follows them on the wire). It must not block. A
 // connection that closes or fails first never runs it.
 func (c *conn) sendThen(after func(), frames ...[]byte) bool {
+	return c.enqueue(after, 0, frames)
+}
+
+// sendDurable is send for events a durable ring delivers once the store
+// holds them (deliver). When the store stalls, a stall's events become
+// durable together and arrive in one delivery or a few close together,
+// however fast the client reads: that backlog is the store's, so its size
+// is no reason to call the client slow. The store bounds it: a ring lets
+// at most backlog entries wait for the store, and is lost past that. So a
+// connection whose queue and those deliveries stay within its limit plus
+// backlog is one that read what it was sent before the stall; only a
+// client that let its own queue fill is closed. The writer writes a long
+// queue in pieces of at most a queue's worth (writeBatch).
+func (c *conn) sendDurable(backlog int, frames ...[]byte) bool {
+	return c.enqueue(nil, backlog, frames)
+}
+
+// enqueue is sendThen, and sendDurable with backlog, the room a durable
+// delivery has beyond the queue's limit.
+func (c *conn) enqueue(after func(), backlog int, frames [][]byte) bool {
 	c.mu.Lock()
 	if c.closeCode != 0 {
 		c.mu.Unlock()
 		return false
 	}
-	if queued := len(c.queue); queued+len(frames) > c.limit {
+	if queued := len(c.queue); queued+len(frames) > c.limit+backlog {
 		c.mu.Unlock()
 		c.logger().Warn("send queue overflow; closing slow client", "queued", queued)
 		c.srv.obs.SendOverflow()
@@ -239,9 +259,11 @@ func (c *conn) writeLoop() {
 			after()
 		}
 		clear(batch)
-		c.mu.Lock()
-		c.spare = batch[:0]
-		c.mu.Unlock()
+		if cap(batch) <= 2*c.limit { // not the room of a rare large delivery
+			c.mu.Lock()
+			c.spare = batch[:0]
+			c.mu.Unlock()
+		}
 	}
 }
 
@@ -249,14 +271,31 @@ func (c *conn) writeLoop() {
 // close is requested meanwhile: the writer's next turn closes. When it
 // fails, the connection is already closed (batchConn): nothing, not even
 // a close frame, may follow the part of a frame that may have left.
+//
+// A batch larger than the send queue (a durable delivery, sendDurable)
+// leaves in pieces of at most a queue's worth, each one write with its
+// own deadline: a write's size, and the time it may take, stay those of
+// a full queue.
 func (c *conn) writeBatch(frames [][]byte) error {
+	for len(frames) > 0 && !c.closing.Load() {
+		n := min(len(frames), max(c.limit, 1))
+		if err := c.writePiece(frames[:n]); err != nil {
+			return err
+		}
+		frames = frames[n:]
+	}
+	return nil
+}
+
+// writePiece writes frames, gathered into one write (writeBatch).
+func (c *conn) writePiece(frames [][]byte) error {
 	c.bc.hold()
 	for _, f := range frames {
 		if c.closing.Load() {
 			break
 		}
 		// No deadline here, and so no context per frame: the frame only
-		// goes to memory; release's write has the batch's deadline.
+		// goes to memory; release's write has the piece's deadline.
 		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
 			c.bc.release()
 			return err

@@ -18,7 +18,9 @@ func (sess *session) hooks() RingHooks {
 }
 
 // deliver sends the connection the events the store now holds. Called by
-// the ring's writer, in seq order, never under the session lock.
+// the ring's writer, in seq order, never under the session lock. After a
+// stall of the store they may be many: sendDurable takes them, within the
+// ring's bound on what may wait for the store.
 func (sess *session) deliver(entries []buffer.Entry) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
@@ -34,8 +36,18 @@ func (sess *session) deliver(entries []buffer.Entry) {
 		}
 	}
 	if len(frames) > 0 {
-		c.send(frames...)
+		c.sendDurable(backlogOf(sess.ring), frames...)
 	}
+}
+
+// backlogOf is how many entries ring lets wait for its store before it
+// gives up (a redisstore.Ring's MaxPending), 0 for a ring that does not
+// say.
+func backlogOf(ring buffer.Ring) int {
+	if b, ok := ring.(interface{ MaxPending() int }); ok {
+		return b.MaxPending()
+	}
+	return 0
 }
 
 // lost gives up a session whose ring can no longer write: its run stops

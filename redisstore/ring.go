@@ -209,6 +209,11 @@ func (r *Ring) Commit() {
 	r.requeueLocked()
 }
 
+// MaxPending is how many entries may wait unwritten before the ring gives
+// up (ErrBacklog): the most a stall of Redis can pile up for a session's
+// clients to receive at once when it ends.
+func (r *Ring) MaxPending() int { return r.maxPending }
+
 // Durable implements buffer.Durable.
 func (r *Ring) Durable() (uint64, string) {
 	r.mu.Lock()

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/metricstest"
+	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// TestDurableBacklog: with the Redis store a client gets events once Redis
+// holds them, so a stall of Redis piles a run's events up, and they become
+// durable together, in one flight. A client reading at full speed then
+// gets them all, in order: the backlog is the store's, not the client's,
+// and is no reason to close it as too slow (1013).
+func TestDurableBacklog(t *testing.T) {
+	rds := redistest.Start(t)
+	// A ring of 16: the send queue holds 80 frames, and the store gives
+	// up on a ring after 1,024 waiting entries; the run makes between.
+	// 101 tasks: more than the default cap.
+	base := startServer(t, "--store", "redis", "--redis-url", rds.URL(), "--buffer-size", "16", "--sim-delay", "0", "--max-tasks", "101")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var mu sync.Mutex
+	var seqs []uint64
+	started := make(chan struct{}, 1)
+	cl, err := client.Dial(ctx, wsURL(base), &client.Options{OnEvent: func(f client.Frame) {
+		mu.Lock()
+		defer mu.Unlock()
+		if f.Seq != 0 {
+			seqs = append(seqs, f.Seq)
+		}
+		if f.Event == wsproto.EventSolverStart {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	// The run starts (which writes to Redis), its first task takes a
+	// while, and Redis stalls meanwhile: the 100 tasks that wait for the
+	// first run during the stall.
+	tasks := []wsproto.Task{sleepTask("first", "1s")}
+	for i := range 100 {
+		tasks = append(tasks, wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Task", Description: "Do it.", DependsOn: []string{"first"}})
+	}
+	if err := cl.SolveTasks(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("no task started")
+	}
+	rds.Pause(t)
+	paused := true
+	defer func() {
+		if paused {
+			rds.Continue(t)
+		}
+	}()
+	// Far more than the send queue holds wait for Redis.
+	metricsReach(t, base, want{"baton_events_total", "", 200, false})
+	rds.Continue(t)
+	paused = false
+
+	if err := cl.Wait(ctx, func(v client.View) bool { return v.Run != nil && v.Run.FinalAnswer != nil }); err != nil {
+		t.Fatalf("the run did not reach its final answer on the client: %v (client: %v)", err, cl.Err())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: want every event, in order", i+1, s)
+		}
+	}
+	if len(seqs) < 200 {
+		t.Fatalf("got %d events, want the 200 or more the run made", len(seqs))
+	}
+}
+
+// TestDurableSlowReader: the room a durable delivery has beyond the send
+// queue (TestDurableBacklog) is the store's bound on what may wait for it,
+// not a way out of being judged slow: a client that never reads, on a
+// session kept in Redis, still overflows its queue (and is closed with
+// 1013), with no more queued for it than its queue and that bound.
+func TestDurableSlowReader(t *testing.T) {
+	rds := redistest.Start(t)
+	logs := &logSink{}
+	// A ring of 16: the send queue holds 80 frames and the store lets
+	// 1,024 entries wait; the run makes some 2,500 events of up to 8 KB,
+	// far more than the socket's buffers take (4 MiB). A write may take
+	// a minute: the queue, not the write's deadline, must end this.
+	base := startServerLogging(t, logs, "--store", "redis", "--redis-url", rds.URL(), "--buffer-size", "16",
+		"--ping-interval", "1h", "--pong-timeout", "1m", "--workspace", bigWorkspace(t),
+		"--max-rounds", "16", "--tool-result-limit", "8000", "--max-tasks", "100", "--sim-delay", "0")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	slow, hello := dialNoRead(t, ctx, base)
+	tasks := make([]wsproto.Task, 100)
+	for i := range tasks {
+		tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Read",
+			Description: strings.Repeat(`[sim:tool=read_file {"path":"big.txt"}] `, 12), DependsOn: []string{}}
+	}
+	slow.send("user.solve_tasks", map[string]any{"tasks": tasks})
+	// The close follows once the writer's blocked write gives up (a
+	// minute here); the overflow is what ends the connection.
+	var overflow map[string]any
+	for overflow == nil {
+		if ctx.Err() != nil {
+			ev, _ := metricstest.Scrape(t, base+"/metrics").Sum("baton_events_total", "")
+			t.Fatalf("the slow client's queue did not overflow; the run made %v events", ev)
+		}
+		time.Sleep(10 * time.Millisecond)
+		overflow = logs.find(t, "send queue overflow; closing slow client", map[string]any{"session": hello.SessionID})
+	}
+	if q, _ := overflow["queued"].(float64); q > 80+1024 {
+		t.Fatalf("%v frames were queued for the slow client: want at most its queue (80) and the store's backlog bound (1,024)", q)
+	}
+}
