@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/baton-run/baton/buffer"
 )
@@ -88,6 +89,10 @@ type Record struct {
 	Owner         string
 	// Conn is the session's connection, "NODE/CONN", "" when none.
 	Conn string
+	// Detached is when the session's last connection left, on any server,
+	// zero while one is attached (or when none left yet): its SessionTTL
+	// runs from then, also after a takeover.
+	Detached time.Time
 }
 
 // RingHooks are how a durable ring reports, from a goroutine of its own and

@@ -30,5 +30,8 @@
 // (session.go). A panic in a model call is that call's failure
 // (failure.Protect). With a Cluster, a session this server owns in the
 // store but no longer holds is adopted again, one adoption at a time
-// (adopt.go).
+// (adopt.go); a session's TTL runs from when its client left, on any
+// server, also across a takeover (Record.Detached); and a resync's answer
+// waits until the store holds its snapshot's seq (held.go), so a client
+// never holds an event a server taking over would not have.
 package orchestrator

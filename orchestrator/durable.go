@@ -25,9 +25,12 @@ func (sess *session) deliver(entries []buffer.Entry) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	c := sess.conn
-	if c == nil || sess.closed {
+	if c == nil || sess.closed || len(entries) == 0 {
 		return
 	}
+	// A resync's answer waiting for these first (held.go); the entries it
+	// covers are not sent (sent is its seq).
+	sess.releaseHeldLocked(entries[len(entries)-1].Seq)
 	var frames [][]byte
 	for _, e := range entries {
 		if e.Seq > sess.sent {

@@ -130,6 +130,17 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", id, err)
 	}
+	if expiredIn(op.Record, time.Now(), s.opts.SessionTTL) {
+		// Its client left longer than SessionTTL ago: it expired while its
+		// server was dead, and is not continued here (nor its run).
+		closeRing(op.Ring, s)
+		s.forgetShared(id)
+		if err := cl.Running(ctx, id, false); err != nil {
+			s.log.Error("record the run in the store", "session", id, "err", err)
+		}
+		s.log.Info("session expired while its server was dead", "session", id, "from", from)
+		return nil, fmt.Errorf("take %s over: %w: %w", id, ErrNoSession, errSessionExpired)
+	}
 	tail, err := op.Ring.Since(ctx, max(op.CheckpointSeq, op.BaseSeq))
 	if err != nil {
 		closeRing(op.Ring, s)
@@ -155,20 +166,27 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 	return sess, nil
 }
 
-// stillAttached reports whether a session this server owns, with no
-// connection here, has one on another live server (the sweeper then keeps
-// it).
-func (s *Server) stillAttached(id string) bool {
+// leftShared is when the store says a session this server owns, with no
+// connection here, was left by its client: now while it has a connection
+// on another live server (the sweeper then keeps it), and the store's
+// Detached when the client left it elsewhere later than it left here.
+// Zero when the store knows no later time, or does not answer.
+func (s *Server) leftShared(id string, now time.Time) time.Time {
 	cl := s.opts.Cluster
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
 	rec, err := cl.Lookup(ctx, id)
-	if err != nil || rec.Conn == "" {
-		return false
+	if err != nil {
+		return time.Time{}
+	}
+	if rec.Conn == "" {
+		return rec.Detached
 	}
 	node, _, _ := strings.Cut(rec.Conn, "/")
-	alive, err := cl.Alive(ctx, node)
-	return err == nil && alive
+	if alive, err := cl.Alive(ctx, node); err != nil || !alive {
+		return time.Time{}
+	}
+	return now
 }
 
 // forgetShared deletes an expired session from the store.

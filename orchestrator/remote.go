@@ -73,6 +73,11 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		if !held.tokenAccepted(req.ResumeToken) || rec.Subject != c.subject {
 			return errRejected // another subject's session is as unknown as a wrong token
 		}
+		if expiredIn(rec, time.Now(), s.opts.SessionTTL) {
+			// Its client left longer than SessionTTL ago; its owner, if it
+			// lives, frees it at its next sweep.
+			return errRejected
+		}
 		// Ours, yet not in memory: the ring gave the session up while the
 		// store stalled (lost), or this server is adopting it right now.
 		// Either way it is adopted (or the adoption under way waited for),
@@ -90,6 +95,9 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		if _, err := s.adoptShared(ctx, req.SessionID, rec.Owner); err != nil {
 			if try == 0 && errors.Is(err, errClaimLost) {
 				continue // another server took it first: it is the owner now
+			}
+			if errors.Is(err, ErrNoSession) {
+				return errRejected // gone, or expired, as it was taken over
 			}
 			s.log.Error("resume: take the session over", "session", req.SessionID, "err", err)
 			return errStore

@@ -91,7 +91,10 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 		}
 		sess.dur.seq = seq
 	}
-	sess.detachedAt.Store(time.Now().UnixNano()) // no connection yet: its TTL runs
+	// No connection here yet: its TTL runs, from when its client left,
+	// wherever that was — a takeover does not give it a new one. A client
+	// attached when its server died left then, about now.
+	sess.detachedAt.Store(detachedAt(rec, time.Now()).UnixNano())
 	var r *run
 	if cp.Exec != nil {
 		r = sess.restoreRun(cp.Exec)
@@ -121,6 +124,22 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 		go r.resume()
 	}
 	return sess, nil
+}
+
+// detachedAt is when a session's client left, as rec says: rec.Detached
+// when the store recorded it and no connection is recorded since, now
+// otherwise.
+func detachedAt(rec Record, now time.Time) time.Time {
+	if rec.Conn == "" && !rec.Detached.IsZero() && rec.Detached.Before(now) {
+		return rec.Detached
+	}
+	return now
+}
+
+// expiredIn reports whether rec is of a session whose client left longer
+// than ttl before now.
+func expiredIn(rec Record, now time.Time, ttl time.Duration) bool {
+	return now.Sub(detachedAt(rec, now)) >= ttl
 }
 
 // restoredRun is what a run taken over had left open. The lists are

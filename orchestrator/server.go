@@ -533,9 +533,15 @@ func (s *Server) sweep() {
 			}
 			s.mu.Unlock()
 			for _, sess := range expired {
-				if s.opts.Cluster != nil && s.stillAttached(sess.id) {
-					sess.detachedAt.Store(now.UnixNano()) // attached elsewhere: its TTL starts again when it leaves
-					continue
+				if s.opts.Cluster != nil {
+					// Attached elsewhere, or left there later than here: its
+					// TTL runs from then (CompareAndSwap: a resume here may
+					// have attached it meanwhile).
+					at := sess.detachedAt.Load()
+					if left := s.leftShared(sess.id, now); !left.IsZero() && at != 0 && left.UnixNano() > at {
+						sess.detachedAt.CompareAndSwap(at, left.UnixNano())
+						continue
+					}
 				}
 				if sess.expire(now) && s.opts.Cluster != nil {
 					s.forgetShared(sess.id)

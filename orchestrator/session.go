@@ -65,7 +65,10 @@ type session struct {
 	// count.
 	tokenHash, prevHash [sha256.Size]byte
 	// sent is the latest seq sent to conn, with a durable ring.
-	sent     uint64
+	sent uint64
+	// held is conn's resync answer while the store has not caught up
+	// with its snapshot (held.go); nil when none.
+	held     *heldAnswer
 	state    wsproto.State
 	run      *run
 	confirms map[string]*confirm
@@ -220,6 +223,7 @@ func (sess *session) detach(c *conn) {
 	defer sess.mu.Unlock()
 	if sess.conn == c {
 		sess.conn = nil
+		sess.dropHeldLocked()
 		sess.detachedAt.Store(time.Now().UnixNano())
 		sess.cancelAbsentLocked()
 	}
@@ -424,7 +428,12 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	old.conn, old.sent = c, a.last
 	old.detachedAt.Store(0)
 	c.attach(old)
-	c.sendThen(s.commitAfterPong(c, old, hash), frames...)
+	old.dropHeldLocked() // prev's
+	if a.ahead {
+		old.holdLocked(c, a.last, frames, s.commitAfterPong(c, old, hash))
+	} else {
+		c.sendThen(s.commitAfterPong(c, old, hash), frames...)
+	}
 	old.drainIdleLocked()
 	old.mu.Unlock()
 
@@ -510,6 +519,9 @@ type resumeAnswer struct {
 	replayed int
 	resync   bool
 	snap     *wsproto.Snapshot
+	// ahead is set when the snapshot is as of a seq the store does not
+	// hold yet: the answer must wait for it (held.go).
+	ahead bool
 }
 
 // answerResume reads ring for a client that has everything up to
@@ -546,11 +558,13 @@ func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable,
 		a.entries, a.replayed = entries, len(entries)
 		return a, nil
 	}
-	// A snapshot of everything so far, durable or not: the client then
-	// holds the latest state, and the events still on their way to the
-	// store are not sent again (sent = last).
+	// A snapshot of everything so far: the client then holds the latest
+	// state, and the events still on their way to the store are not sent
+	// again (sent = last). When some are not durable yet, the answer waits
+	// for them (ahead): a client never holds what a server taking the
+	// session over would not have.
 	snap := st.Snapshot(a.last, a.lastSum)
-	a.resync, a.snap = true, &snap
+	a.resync, a.snap, a.ahead = true, &snap, limit < a.last
 	return a, nil
 }
 

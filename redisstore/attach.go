@@ -3,31 +3,47 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // attachScript records ARGV[1] as the session's connection and returns the
-// one it replaces ("" for none).
+// one it replaces ("" for none). The session is no longer detached: it
+// lives ttl past its latest write (expireLua).
 //
-// KEYS: meta.
-var attachScript = redis.NewScript(`
+// KEYS: meta, events. ARGV: conn, ttl (ms, 0 = none).
+var attachScript = redis.NewScript(expireLua + `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('NOSESSION session is not in the store')
 end
 local prev = redis.call('HGET', KEYS[1], 'conn') or ''
 redis.call('HSET', KEYS[1], 'conn', ARGV[1])
+redis.call('HDEL', KEYS[1], 'detached')
+expire(KEYS[1], KEYS[2], tonumber(ARGV[2]))
 return prev
 `)
 
-// detachScript clears the session's connection if it is still ARGV[1].
+// detachScript clears the session's connection if it is still ARGV[1],
+// and records when (ARGV[2], unix ms): the session's TTL runs from then,
+// on whichever node holds it (expireLua, Info.Detached).
 //
-// KEYS: meta.
-var detachScript = redis.NewScript(`
+// KEYS: meta, events. ARGV: conn, now (unix ms), ttl (ms, 0 = none).
+var detachScript = redis.NewScript(expireLua + `
 if redis.call('HGET', KEYS[1], 'conn') == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'conn')
+  redis.call('HSET', KEYS[1], 'detached', ARGV[2])
+  expire(KEYS[1], KEYS[2], tonumber(ARGV[3]))
   return 1
 end
+return 0
+`)
+
+// touchScript refreshes a session's expiry (expireLua).
+//
+// KEYS: meta, events. ARGV: ttl (ms, 0 = none).
+var touchScript = redis.NewScript(expireLua + `
+expire(KEYS[1], KEYS[2], tonumber(ARGV[1]))
 return 0
 `)
 
@@ -36,32 +52,39 @@ return 0
 // "" for none; ErrNotFound if the session is not there.
 func (s *Store) Attach(ctx context.Context, id, conn string) (string, error) {
 	k := keysOf(id)
-	prev, err := attachScript.Run(ctx, s.client, k[:1], conn).Text()
+	prev, err := attachScript.Run(ctx, s.client, k[:], conn, s.opt.TTL.Milliseconds()).Text()
 	if err != nil {
 		return "", fmt.Errorf("redisstore: attach to %s: %w", id, scriptError(err))
 	}
 	return prev, nil
 }
 
-// Detach clears the session's connection if it is still conn.
+// Detach clears the session's connection if it is still conn, and records
+// that its client left now (Info.Detached): from then on its keys expire
+// Options.SessionTTL after that moment, whatever is written meanwhile.
 func (s *Store) Detach(ctx context.Context, id, conn string) error {
 	k := keysOf(id)
-	if err := detachScript.Run(ctx, s.client, k[:1], conn).Err(); err != nil {
+	now := time.Now().UnixMilli()
+	if err := detachScript.Run(ctx, s.client, k[:], conn, now, s.opt.TTL.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("redisstore: detach from %s: %w", id, scriptError(err))
 	}
 	return nil
 }
 
-// Touch refreshes the TTL of sessions' keys, in one round trip.
+// Touch refreshes the TTL of sessions' keys, in one round trip; a
+// detached session's keys keep expiring its SessionTTL after its client
+// left.
 func (s *Store) Touch(ctx context.Context, ids ...string) error {
 	if s.opt.TTL <= 0 {
 		return nil
 	}
+	if err := touchScript.Load(ctx, s.client).Err(); err != nil {
+		return fmt.Errorf("redisstore: touch %d sessions: %w", len(ids), err)
+	}
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, id := range ids {
 			k := keysOf(id)
-			p.PExpire(ctx, k[0], s.opt.TTL)
-			p.PExpire(ctx, k[1], s.opt.TTL)
+			touchScript.EvalSha(ctx, p, k[:], s.opt.TTL.Milliseconds())
 		}
 		return nil
 	})

@@ -37,6 +37,10 @@ type ClusterOptions struct {
 	// the orchestrator touches its sessions every SessionTTL/4. Defaults
 	// to one hour.
 	TTL time.Duration
+	// SessionTTL is the orchestrator's Options.SessionTTL: a detached
+	// session's keys expire that long after its client left
+	// (Options.SessionTTL).
+	SessionTTL time.Duration
 	// Logger receives the writer's retries and losses.
 	Logger *slog.Logger
 	// GiveUpAfter is how long a session's writes are retried through
@@ -59,7 +63,8 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 	topt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	tails := redis.NewClient(&topt)
 	id := "node_" + uuid.NewString()
-	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL, GiveUpAfter: opt.GiveUpAfter})
+	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL,
+		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter})
 	if err != nil {
 		tails.Close()
 		return nil, err
@@ -103,7 +108,7 @@ func (cl *Cluster) Lookup(ctx context.Context, id string) (orchestrator.Record, 
 }
 
 func record(info Info) (orchestrator.Record, error) {
-	rec := orchestrator.Record{Subject: info.Subject, Owner: info.Owner, Conn: info.Conn}
+	rec := orchestrator.Record{Subject: info.Subject, Owner: info.Owner, Conn: info.Conn, Detached: info.Detached}
 	if n, err := hex.Decode(rec.TokenHash[:], []byte(info.TokenHash)); err != nil || n != len(rec.TokenHash) {
 		return rec, fmt.Errorf("the store's token hash is not a SHA-256 in hex")
 	}

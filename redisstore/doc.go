@@ -16,13 +16,19 @@
 //     token (hex SHA-256 of the resume token), subject, cap, last_seq and
 //     last_sum (the latest seq and its checksum c(last)), base_seq and
 //     base_sum (the seq just before the oldest retained entry and c(base)),
-//     ack_seq, cp (the latest checkpoint) and cp_seq (the seq it is as of).
+//     ack_seq, cp (the latest checkpoint) and cp_seq (the seq it is as of),
+//     conn (the attached connection) or detached (when the last one left,
+//     unix ms), and dttl (Options.SessionTTL in ms).
 //   - baton:{ID}:events — a stream holding the seqs base+1 … last, at
 //     most cap of them; the entry of seq n has the ID "n-0" and the fields
 //     d (the encoded frame) and c (c(n), hex as buffer.NextChecksum gives).
 //
-// Both keys expire after Options.TTL without a write; every write
-// refreshes both.
+// While a connection is attached (or none ever left), both keys expire
+// after Options.TTL without a write or a Touch; every write refreshes
+// both. Once detached is set, they expire exactly dttl after it
+// (PEXPIREAT), whatever is written meanwhile and whichever node writes it:
+// a session's TTL survives its takeover. Every script that sets an expiry
+// applies this one rule (expireLua).
 //
 // # Writing behind
 //

@@ -11,10 +11,31 @@ const (
 	codeExists    = "EXISTS"
 )
 
+// expireLua is the scripts' one rule for a session's keys' expiry: a
+// session with no connection (detached, unix ms, set by detachScript)
+// expires exactly its session TTL (dttl, ms, from createScript) after its
+// client left, whatever is written meanwhile and whichever node writes it;
+// one with a connection, or of a store without a session TTL, lives ttl
+// (ARGV of the caller, ms, 0 = none) past its latest write or touch.
+const expireLua = `
+local function expire(meta, events, ttl)
+  local f = redis.call('HMGET', meta, 'detached', 'dttl')
+  local d, dttl = tonumber(f[1]), tonumber(f[2])
+  if d and dttl and dttl > 0 then
+    redis.call('PEXPIREAT', meta, d + dttl)
+    redis.call('PEXPIREAT', events, d + dttl)
+  elseif ttl > 0 then
+    redis.call('PEXPIRE', meta, ttl)
+    redis.call('PEXPIRE', events, ttl)
+  end
+end
+`
+
 // createScript writes a new session's meta hash, owned by ARGV[1], and
 // drops any stale stream left under its id.
 //
-// KEYS: meta, events. ARGV: owner, token, subject, cap, ttl (ms, 0 = none).
+// KEYS: meta, events. ARGV: owner, token, subject, cap, ttl (ms, 0 =
+// none), session TTL (ms, 0 = none; see expireLua).
 var createScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('EXISTS session already in the store')
@@ -22,7 +43,7 @@ end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', ARGV[2], 'subject', ARGV[3],
   'cap', ARGV[4], 'last_seq', 0, 'last_sum', '', 'base_seq', 0, 'base_sum', '',
-  'ack_seq', 0, 'cp_seq', 0)
+  'ack_seq', 0, 'cp_seq', 0, 'dttl', ARGV[6])
 local ttl = tonumber(ARGV[5])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1
@@ -63,20 +84,18 @@ return 1
 `)
 
 // claimScript sets owner to ARGV[2] if it is ARGV[1]; returns 1 if it did.
+// The session's expiry follows expireLua: a takeover does not restart the
+// TTL of a session whose client has left.
 //
 // KEYS: meta, events. ARGV: from, to, ttl (ms, 0 = none).
-var claimScript = redis.NewScript(`
+var claimScript = redis.NewScript(expireLua + `
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
   return redis.error_reply('NOSESSION session is not in the store')
 end
 if owner ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[2])
-local ttl = tonumber(ARGV[3])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
+expire(KEYS[1], KEYS[2], tonumber(ARGV[3]))
 return 1
 `)
 
@@ -95,7 +114,7 @@ return 1
 // KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), cap, from seq,
 // c(from), ack (0 = none), has checkpoint ("1"/"0"), checkpoint,
 // checkpoint seq, then per event: seq, data, c(seq) — seqs from+1 on.
-var appendScript = redis.NewScript(`
+var appendScript = redis.NewScript(expireLua + `
 local meta, events = KEYS[1], KEYS[2]
 local f = redis.call('HMGET', meta, 'owner', 'last_seq', 'last_sum', 'base_seq', 'ack_seq')
 local owner = f[1]
@@ -156,10 +175,6 @@ if ARGV[7] == '1' then
   h[#h + 1] = 'cp_seq'; h[#h + 1] = ARGV[9]
 end
 if #h > 0 then redis.call('HSET', meta, unpack(h)) end
-local ttl = tonumber(ARGV[2])
-if ttl > 0 then
-  redis.call('PEXPIRE', meta, ttl)
-  redis.call('PEXPIRE', events, ttl)
-end
+expire(meta, events, tonumber(ARGV[2]))
 return last
 `)

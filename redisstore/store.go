@@ -45,6 +45,11 @@ type Options struct {
 	// refreshes it, so it must exceed the longest a live session may go
 	// without one. Defaults to 24 hours.
 	TTL time.Duration
+	// SessionTTL, when set, is how long a session outlives the moment its
+	// client left (Detach): a detached session's keys expire then, exactly,
+	// whatever is written meanwhile and whichever node writes it. Zero:
+	// detached sessions' keys expire as attached ones' do (TTL).
+	SessionTTL time.Duration
 	// Logger receives the writer's retries and losses. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -189,6 +194,9 @@ type Info struct {
 	// Conn names the connection the session is attached to (Attach), ""
 	// when none.
 	Conn string
+	// Detached is when the session's client left (Detach), zero while one
+	// is attached or when none ever detached.
+	Detached time.Time
 	// LastSeq is the latest seq Redis holds; BaseSeq the one just before
 	// the oldest entry it holds.
 	LastSeq, BaseSeq uint64
@@ -207,7 +215,7 @@ func (s *Store) CreateSession(ctx context.Context, id string, meta SessionMeta) 
 	}
 	k := keysOf(id)
 	err := createScript.Run(ctx, s.client, k[:], s.opt.Node, meta.TokenHash, meta.Subject,
-		meta.Capacity, s.opt.TTL.Milliseconds()).Err()
+		meta.Capacity, s.opt.TTL.Milliseconds(), s.opt.SessionTTL.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("redisstore: create session %s: %w", id, scriptError(err))
 	}
@@ -282,7 +290,7 @@ func keysOf(id string) [2]string {
 
 // infoFields are the meta hash's fields Lookup reads (not the checkpoint,
 // which may be large).
-var infoFields = []string{"token", "prev", "subject", "owner", "conn", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
+var infoFields = []string{"token", "prev", "subject", "owner", "conn", "detached", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
 
 // parseInfo reads a meta hash; ErrNotFound when it is empty.
 func parseInfo(m map[string]string) (Info, error) {
@@ -300,6 +308,13 @@ func parseInfo(m map[string]string) (Info, error) {
 		return Info{}, fmt.Errorf("meta cap: %w", err)
 	}
 	info.Capacity = capacity
+	if d := m["detached"]; d != "" {
+		ms, err := strconv.ParseInt(d, 10, 64)
+		if err != nil {
+			return Info{}, fmt.Errorf("meta detached: %w", err)
+		}
+		info.Detached = time.UnixMilli(ms)
+	}
 	for _, f := range []struct {
 		name string
 		to   *uint64

@@ -125,12 +125,13 @@ type process struct {
 	debugAddr string // host:port of /debug/
 }
 
-// startProcess starts the baton binary on a free port, with /debug/ on
-// another, and waits until it listens. The process is killed when t ends.
+// startProcess starts the baton binary, built without -race (which would
+// multiply its memory), on a free port, with /debug/ on another, and
+// waits until it listens. The process is killed when t ends.
 func startProcess(t *testing.T, args ...string) *process {
 	t.Helper()
 	debug := freeAddr(t)
-	n := startBaton(t, "baton", append([]string{"--addr", "127.0.0.1:0", "--debug-addr", debug}, args...)...)
+	n := startBinary(t, plainBinary(t), "baton", append([]string{"--addr", "127.0.0.1:0", "--debug-addr", debug}, args...)...)
 	return &process{node: n, debugAddr: debug}
 }
 
