@@ -82,6 +82,8 @@ type runCheckpoint struct {
 	// completed executions and of the decide steps.
 	Notes     map[string]taskNote `json:"notes,omitempty"`
 	OpenTools []wsproto.ToolCall  `json:"open_tools,omitempty"`
+	// Journal is each running task's rounds so far (journal.go).
+	Journal map[string][]journalRound `json:"journal,omitempty"`
 	Retired   []string            `json:"retired,omitempty"`
 	Usage     wsproto.Usage       `json:"usage"`
 	// The decide step (§11): decisions told, completed tasks waiting for
@@ -247,25 +249,32 @@ func (x *runCheckpoint) apply(meta any) {
 	case *wsproto.ExecutionError:
 		if m.TaskID != "" {
 			x.note(m.TaskID, func(n *taskNote) { n.Failing = true })
+			x.dropJournal(m.TaskID)
 		}
 	case *wsproto.RecoveryFailed:
 		x.note(m.TaskID, func(n *taskNote) { n.Failing, n.Deciding = false, true })
+		x.dropJournal(m.TaskID)
 	case *wsproto.SolverStart:
-		x.endTask(m.TaskID)
+		x.endTask(m.TaskID) // the journal stays: a restored task's execution goes on with it
 	case *wsproto.SolverCompleted:
 		x.endTask(m.TaskID)
+		x.dropJournal(m.TaskID)
 		x.Usage = x.Usage.Add(m.Usage)
 		if x.Adaptive && !x.Synthesized {
 			x.AdaptQueue = append(x.AdaptQueue, m.TaskID)
 		}
 	case *wsproto.SolverCancelled:
 		x.endTask(m.TaskID)
+		x.dropJournal(m.TaskID)
 	case *wsproto.SolverRestarted:
 		delete(x.Notes, m.TaskID)
+		x.dropJournal(m.TaskID)
 	case *wsproto.ToolCall:
 		x.OpenTools = append(x.OpenTools, *m)
+		x.journalCall(m)
 	case *wsproto.ToolResult:
 		x.OpenTools = slices.DeleteFunc(x.OpenTools, func(c wsproto.ToolCall) bool { return c.StepID == m.StepID })
+		x.journalResult(m)
 		// The tool has run with the answer its confirmation got.
 		x.dropAnswered(func(c *wsproto.UserConfirm) bool {
 			return c.TaskID == m.TaskID && (c.Kind == wsproto.ConfirmTool && c.Tool == m.Tool ||

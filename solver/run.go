@@ -135,6 +135,9 @@ type scheduler struct {
 	// prompts of rounds running meanwhile.
 	todos []*todoList
 	specs []tool.Spec
+	// journals[i] is what a resumed run's task i replays when it starts
+	// (ResumeTask.Journal), until it does.
+	journals [][]Round
 	view  atomic.Pointer[[]TaskStatus]
 
 	// A task waiting on the user gives its parallel slot back (slots,
@@ -261,6 +264,7 @@ func (s *scheduler) add(t wsproto.Task) {
 	s.stops = append(s.stops, nil)
 	s.todos = append(s.todos, newTodoList(s.opts.Loop.TodoCompleteAfter, s.opts.Loop.TodoBlockAfter))
 	s.holding = append(s.holding, false)
+	s.journals = append(s.journals, nil)
 }
 
 // relink rebuilds the dependency links and counts after the task list or
@@ -335,7 +339,8 @@ func (s *scheduler) start(ctx context.Context, i int) {
 		in.Dependencies[d] = s.results[d]
 	}
 	first := s.attempts[i] + 1
-	x := execution{index: i, id: t.ID, todo: s.todos[i]}
+	x := execution{index: i, id: t.ID, todo: s.todos[i], journal: s.journals[i]}
+	s.journals[i] = nil // its first execution's only
 	// Reported here rather than on the task's goroutine, so that the start
 	// comes before any completion the scheduler handles after it (and so
 	// before that completion's decision, §11).
@@ -384,6 +389,9 @@ type execution struct {
 	index int
 	id    string
 	todo  *todoList // the task's, handed over for the goroutine's life
+	// journal is the rounds a resumed task's first execution replays
+	// (ResumeTask.Journal); nil for any other.
+	journal []Round
 }
 
 // execute runs one retry budget of a task, starting at execution number
@@ -398,6 +406,7 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 		}
 		began := time.Now()
 		result, err := s.once(ctx, x, in)
+		x.journal = nil // a retry starts from scratch
 		if ctx.Err() != nil {
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}
