@@ -84,8 +84,8 @@ type runCheckpoint struct {
 	OpenTools []wsproto.ToolCall  `json:"open_tools,omitempty"`
 	// Journal is each running task's rounds so far (journal.go).
 	Journal map[string][]journalRound `json:"journal,omitempty"`
-	Retired   []string            `json:"retired,omitempty"`
-	Usage     wsproto.Usage       `json:"usage"`
+	Retired []string                  `json:"retired,omitempty"`
+	Usage   wsproto.Usage             `json:"usage"`
 	// The decide step (§11): decisions told, completed tasks waiting for
 	// theirs, whether one said synthesize, and the one told and not
 	// carried out yet.

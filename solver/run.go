@@ -138,7 +138,7 @@ type scheduler struct {
 	// journals[i] is what a resumed run's task i replays when it starts
 	// (ResumeTask.Journal), until it does.
 	journals [][]Round
-	view  atomic.Pointer[[]TaskStatus]
+	view     atomic.Pointer[[]TaskStatus]
 
 	// A task waiting on the user gives its parallel slot back (slots,
 	// release) and asks for it again when the answer is in; resumes are the
