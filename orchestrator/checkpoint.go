@@ -82,10 +82,12 @@ type runCheckpoint struct {
 	// completed executions and of the decide steps.
 	Notes     map[string]taskNote `json:"notes,omitempty"`
 	OpenTools []wsproto.ToolCall  `json:"open_tools,omitempty"`
+	Retired   []string            `json:"retired,omitempty"`
+	Usage     wsproto.Usage       `json:"usage"`
+
 	// Journal is each running task's rounds so far (journal.go).
 	Journal map[string][]journalRound `json:"journal,omitempty"`
-	Retired []string                  `json:"retired,omitempty"`
-	Usage   wsproto.Usage             `json:"usage"`
+
 	// The decide step (§11): decisions told, completed tasks waiting for
 	// theirs, whether one said synthesize, and the one told and not
 	// carried out yet.

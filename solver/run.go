@@ -135,10 +135,11 @@ type scheduler struct {
 	// prompts of rounds running meanwhile.
 	todos []*todoList
 	specs []tool.Spec
+	view  atomic.Pointer[[]TaskStatus]
+
 	// journals[i] is what a resumed run's task i replays when it starts
 	// (ResumeTask.Journal), until it does.
 	journals [][]Round
-	view     atomic.Pointer[[]TaskStatus]
 
 	// A task waiting on the user gives its parallel slot back (slots,
 	// release) and asks for it again when the answer is in; resumes are the
