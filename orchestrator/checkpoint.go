@@ -176,6 +176,10 @@ type aggregated struct {
 type durable struct {
 	ring buffer.Durable
 	seq  uint64 // the latest seq appended
+
+	// waiters wait for seqs to be durable (journal.go's Settled), until
+	// deliver says they are.
+	waiters []durableWaiter
 }
 
 // newDurable returns the link to ring when it is durable, else nil.

@@ -1,6 +1,9 @@
 package orchestrator
 
 import (
+	"context"
+	"slices"
+
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -35,6 +38,62 @@ import (
 // at every event, so --max-result-bytes and --max-rounds bound its cost.
 // Old checkpoints have no journal and restore as before (the task starts
 // from scratch): the field is additive and the version stays 1.
+
+// Settled implements solver.Journal: it returns once every unit written
+// so far is in the store (or ctx is done), so that what the loop does next
+// is done on a journal a takeover would find. The loop waits so before it
+// runs a tool (its tool.call, and the reply before it, are then durable: a
+// takeover retries the call, told so) and before it asks the model (the
+// results it is asked with are durable: a takeover never runs those calls
+// again). It costs a round trip to the store per tool call and per model
+// call; with any ring but a durable one it returns at once.
+func (e taskEvents) Settled(ctx context.Context) {
+	sess := e.r.sess
+	sess.mu.Lock()
+	d := sess.dur
+	if d == nil {
+		sess.mu.Unlock()
+		return
+	}
+	done := d.waitLocked(d.seq)
+	sess.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// durableWaiter waits for seq to be durable.
+type durableWaiter struct {
+	seq  uint64
+	done chan struct{}
+}
+
+// waitLocked returns a channel closed once seq is durable; nil when it is
+// already. Under the session's lock, like settled: deliver, which calls
+// settled, is not called under the ring's lock, so asking the ring here
+// loses no wake-up.
+func (d *durable) waitLocked(seq uint64) <-chan struct{} {
+	if held, _ := d.ring.Durable(); held >= seq {
+		return nil
+	}
+	w := durableWaiter{seq: seq, done: make(chan struct{})}
+	d.waiters = append(d.waiters, w)
+	return w.done
+}
+
+// settled wakes the waiters for seqs up to seq, which the store now holds.
+func (d *durable) settled(seq uint64) {
+	d.waiters = slices.DeleteFunc(d.waiters, func(w durableWaiter) bool {
+		if w.seq <= seq {
+			close(w.done)
+			return true
+		}
+		return false
+	})
+}
 
 // journalRound is one round of a task's execution.
 type journalRound struct {

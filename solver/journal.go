@@ -1,5 +1,7 @@
 package solver
 
+import "context"
+
 // A task's execution can be journaled round by round, so that a run taken
 // over by another process (NewResumed) goes on with each running task from
 // its last completed round instead of from scratch: the model replies and
@@ -16,8 +18,15 @@ package solver
 // are told every model reply of every execution, from the task's
 // goroutine, before the loop acts on the reply (before its tool calls'
 // events, or the execution's end). It must not block for long.
+//
+// Settled returns once everything reported so far is journaled where a
+// takeover would find it, or ctx is done. The loop calls it before it runs
+// a tool (so that a takeover knows the call began, and retries it as
+// such) and before it asks the model (so that no result it is asked with
+// is lost to a takeover, and its call made again).
 type Journal interface {
 	Replied(taskID string, r Round)
+	Settled(ctx context.Context)
 }
 
 // Round is one round of a task's agent loop: the model's reply, and what
@@ -49,6 +58,14 @@ type CallResult struct {
 	// process running it died): it is made again, with tool.WithRetry,
 	// and Text is unused.
 	Retry bool
+}
+
+// settled waits for the journal to hold everything reported so far, if
+// the events keep one.
+func (s *scheduler) settled(ctx context.Context) {
+	if j, ok := s.events.(Journal); ok {
+		j.Settled(ctx)
+	}
 }
 
 // replied tells the journal a reply of round, if the events keep one.

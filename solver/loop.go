@@ -75,6 +75,7 @@ func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress f
 			}
 			msgs[0].Content = systemPrompt(turn) // replaces the last round's, never stacks
 			turn.Messages = fit(msgs, s.opts.Loop.MaxContextBytes)
+			s.settled(ctx) // the results it is asked with are journaled
 			var err error
 			reply, err = s.model.Turn(ctx, turn, progress)
 			if err != nil {
@@ -197,6 +198,7 @@ func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round i
 	case t.Spec().Confirm && !s.confirm(ctx, x, call.Name, args):
 		err = errors.New("declined by the user")
 	default:
+		s.settled(ctx) // the call's beginning is journaled: a takeover retries it, told so
 		tctx := tool.WithLogAttrs(ctx, "task_id", id, "attempt", in.Attempt, "step_id", stepID)
 		if retry {
 			tctx = tool.WithRetry(tctx)
