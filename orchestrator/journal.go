@@ -129,6 +129,12 @@ func (e taskEvents) Replied(taskID string, r solver.Round) {
 	if x == nil || sess.run != e.r || x.ended {
 		return
 	}
+	x.journalReply(taskID, r)
+	sess.changedLocked()
+}
+
+// journalReply records a reply as the task's latest round.
+func (x *runCheckpoint) journalReply(taskID string, r solver.Round) {
 	jr := journalRound{Round: r.Number, Text: r.Reply.Text, TextBytes: r.Reply.TextBytes, Final: r.Final, Usage: r.Reply.Usage}
 	for _, c := range r.Reply.ToolCalls {
 		jr.Calls = append(jr.Calls, journalCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
@@ -143,7 +149,6 @@ func (e taskEvents) Replied(taskID string, r solver.Round) {
 		rounds = rounds[:len(rounds)-1]
 	}
 	x.Journal[taskID] = append(rounds, jr)
-	sess.changedLocked()
 }
 
 // journalCall folds a tool.call into its task's journal: it is the first
