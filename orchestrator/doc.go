@@ -30,5 +30,7 @@
 // (session.go). A panic in a model call is that call's failure
 // (failure.Protect). With a Cluster, a session this server owns in the
 // store but no longer holds is adopted again, one adoption at a time
-// (adopt.go).
+// (adopt.go). A run restored from a checkpoint goes on with each running
+// task from its last journaled round of the agent loop, repeating no model
+// reply and no tool result that came back (journal.go).
 package orchestrator

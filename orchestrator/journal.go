@@ -31,11 +31,13 @@ import (
 // Size: a round holds at most MaxResultBytes of reply text, MaxResultBytes
 // of arguments per call and ToolResultLimit of result per call (the loop
 // keeps no more: solver.Round), and an execution has at most MaxRounds
-// rounds, so the journal is bounded by MaxParallel running tasks ×
+// rounds, so the journal is bounded by the running tasks (MaxParallel) ×
 // MaxRounds × (MaxResultBytes + calls per reply × (MaxResultBytes +
-// ToolResultLimit)). The defaults (64 KiB results, 16 KiB tool results,
-// 12 rounds) keep a typical round to a few KiB; the checkpoint is written
-// at every event, so --max-result-bytes and --max-rounds bound its cost.
+// ToolResultLimit)), the calls per reply being bounded in turn by the
+// model's output limit (--max-output-tokens). With the defaults (128 KiB,
+// 16 KiB, 8 rounds) a typical round is a few KiB. The checkpoint is
+// written at every event, so --max-result-bytes, --tool-result-limit and
+// --max-rounds bound what each write costs.
 // Old checkpoints have no journal and restore as before (the task starts
 // from scratch): the field is additive and the version stays 1.
 
