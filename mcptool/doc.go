@@ -13,6 +13,10 @@
 // logged with the call's ids (tool.LogAttrs). Close stops every server
 // process.
 //
+// A call made as a retry (tool.Retry: the Baton process that first sent it
+// died before its result came back) carries RetryMetaKey: true in its
+// request's _meta, where the server can see it.
+//
 // Every tool asks the user before each call (tool.Spec.Confirm) unless it
 // is annotated readOnlyHint:true — the MCP specification's defaults are
 // readOnlyHint false and destructiveHint true — or its server is named in

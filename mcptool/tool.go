@@ -18,6 +18,14 @@ import (
 // separator joins a server's name and its tool's name.
 const separator = "__"
 
+// RetryMetaKey is the key of a tools/call request's _meta that is true
+// when the call is a retry (tool.Retry): the same call was sent before by
+// a Baton process that died before its result came back, so it may have
+// run. A server that changes the world can check for its effect first.
+// The prefix is reverse DNS of Baton's home (github.com/baton-run), as the
+// MCP spec asks of keys it does not define itself.
+const RetryMetaKey = "io.github.baton-run/retry"
+
 // mcpTool is one tool of an MCP server, offered as NAME__TOOL.
 type mcpTool struct {
 	s      *server
@@ -157,7 +165,15 @@ func (t *mcpTool) send(ctx context.Context, c *conn, k *call, args json.RawMessa
 	s.mu.Lock()
 	c.calls[k] = struct{}{}
 	s.mu.Unlock()
-	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: t.remote, Arguments: args})
+	params := &mcp.CallToolParams{Name: t.remote, Arguments: args}
+	if tool.Retry(ctx) {
+		// The request's _meta is where MCP lets a client say more about
+		// a call than its arguments (a server sees it in
+		// CallToolRequest.Params.Meta); the key's prefix is ours, as the
+		// spec asks of keys it does not define.
+		params.Meta = mcp.Meta{RetryMetaKey: true}
+	}
+	res, err := c.cs.CallTool(ctx, params)
 	var wire *jsonrpc.Error
 	if err == nil || ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.As(err, &wire) {
 		// Answered, abandoned by the caller, or never sent.

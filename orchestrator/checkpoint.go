@@ -84,6 +84,10 @@ type runCheckpoint struct {
 	OpenTools []wsproto.ToolCall  `json:"open_tools,omitempty"`
 	Retired   []string            `json:"retired,omitempty"`
 	Usage     wsproto.Usage       `json:"usage"`
+
+	// Journal is each running task's rounds so far (journal.go).
+	Journal map[string][]journalRound `json:"journal,omitempty"`
+
 	// The decide step (§11): decisions told, completed tasks waiting for
 	// theirs, whether one said synthesize, and the one told and not
 	// carried out yet.
@@ -172,6 +176,10 @@ type aggregated struct {
 type durable struct {
 	ring buffer.Durable
 	seq  uint64 // the latest seq appended
+
+	// waiters wait for seqs to be durable (journal.go's Settled), until
+	// deliver says they are.
+	waiters []durableWaiter
 }
 
 // newDurable returns the link to ring when it is durable, else nil.
@@ -247,25 +255,32 @@ func (x *runCheckpoint) apply(meta any) {
 	case *wsproto.ExecutionError:
 		if m.TaskID != "" {
 			x.note(m.TaskID, func(n *taskNote) { n.Failing = true })
+			x.dropJournal(m.TaskID)
 		}
 	case *wsproto.RecoveryFailed:
 		x.note(m.TaskID, func(n *taskNote) { n.Failing, n.Deciding = false, true })
+		x.dropJournal(m.TaskID)
 	case *wsproto.SolverStart:
-		x.endTask(m.TaskID)
+		x.endTask(m.TaskID) // the journal stays: a restored task's execution goes on with it
 	case *wsproto.SolverCompleted:
 		x.endTask(m.TaskID)
+		x.dropJournal(m.TaskID)
 		x.Usage = x.Usage.Add(m.Usage)
 		if x.Adaptive && !x.Synthesized {
 			x.AdaptQueue = append(x.AdaptQueue, m.TaskID)
 		}
 	case *wsproto.SolverCancelled:
 		x.endTask(m.TaskID)
+		x.dropJournal(m.TaskID)
 	case *wsproto.SolverRestarted:
 		delete(x.Notes, m.TaskID)
+		x.dropJournal(m.TaskID)
 	case *wsproto.ToolCall:
 		x.OpenTools = append(x.OpenTools, *m)
+		x.journalCall(m)
 	case *wsproto.ToolResult:
 		x.OpenTools = slices.DeleteFunc(x.OpenTools, func(c wsproto.ToolCall) bool { return c.StepID == m.StepID })
+		x.journalResult(m)
 		// The tool has run with the answer its confirmation got.
 		x.dropAnswered(func(c *wsproto.UserConfirm) bool {
 			return c.TaskID == m.TaskID && (c.Kind == wsproto.ConfirmTool && c.Tool == m.Tool ||

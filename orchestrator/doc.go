@@ -34,4 +34,7 @@
 // server, also across a takeover (Record.Detached); and a resync's answer
 // waits until the store holds its snapshot's seq (held.go), so a client
 // never holds an event a server taking over would not have.
+// A run restored from a checkpoint goes on with each running
+// task from its last journaled round of the agent loop, repeating no model
+// reply and no tool result that came back (journal.go).
 package orchestrator

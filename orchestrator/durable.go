@@ -24,6 +24,9 @@ func (sess *session) hooks() RingHooks {
 func (sess *session) deliver(entries []buffer.Entry) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	if n := len(entries); n > 0 && sess.dur != nil {
+		sess.dur.settled(entries[n-1].Seq)
+	}
 	c := sess.conn
 	if c == nil || sess.closed || len(entries) == 0 {
 		return

@@ -39,7 +39,10 @@ var (
 //     remains of its time;
 //   - solving: completed, failed, skipped and cancelled tasks keep their
 //     outcome and are not run again; running ones start again as a new
-//     execution; a task_failed, tool_confirm, input_request or
+//     execution that goes on from the task's last journaled round (the
+//     model replies and tool results already in are not asked for again;
+//     a tool call left without its result is made again as a retry,
+//     tool.Retry); a task_failed, tool_confirm, input_request or
 //     plan_adjust confirmation stays answerable with its step_id (see
 //     claim for the questions of running tasks); tool calls left without
 //     their result get one (ok:false, "cancelled");
@@ -281,6 +284,8 @@ func resumeFrom(st *wsproto.RunState, x *runCheckpoint) (*solver.Resume, []strin
 			if n.Cancel {
 				rt.Status = wsproto.TaskCancelled
 				cancelled = append(cancelled, t.ID)
+			} else {
+				rt.Journal = x.resumeJournal(t.ID)
 			}
 		}
 		from.Tasks = append(from.Tasks, rt)

@@ -15,6 +15,12 @@
 // they have ended. The task's parallel slot is free as soon as the loop
 // goes on.
 //
+// A run can continue one another process left (NewResumed): a running
+// task's journal of rounds (Journal, Round) is replayed into its
+// conversation, so no model reply and no tool result in it is asked for
+// again; a call that began and never returned is made again with
+// tool.WithRetry.
+//
 // It defines the Model interface that executes one task and holds the
 // built-in simulated model (§9 of the contract). It reports what happens
 // through the Events interface and knows nothing of sessions, connections

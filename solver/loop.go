@@ -41,30 +41,53 @@ func decodeArgs(args json.RawMessage, v any) error {
 // model turns and tool calls until the model answers. A model error ends
 // the execution (the caller retries it); a tool's failure is its result.
 // It runs on the task's goroutine.
+//
+// The rounds of x.journal, a resumed task's, are replayed first: their
+// replies and the results their calls got go into the conversation
+// without the model or the tool being asked again; a call that began and
+// never returned is made again as a retry, and the calls after it as
+// usual. Every reply the model gives is journaled (replied) before the
+// loop acts on it.
 func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress func(float64, string)) (Result, error) {
 	todo := x.todo
 	specs := append(append([]tool.Spec(nil), builtinSpecs...), s.specs...)
 	msgs := []Message{{Role: RoleSystem}, {Role: RoleUser, Content: taskPrompt(in, s.opts.Loop.MaxContextBytes/4)}}
 	var usage wsproto.Usage
 	finalRound := false // the todo list was completed: one last round without tools
+	journal := x.journal
 	for round := 1; ; round++ {
 		last := finalRound || round >= s.opts.Loop.MaxRounds
-		turn := &Turn{Input: in, Round: round, MaxRounds: s.opts.Loop.MaxRounds, Todo: todo.snapshot(), Answers: s.Answers(),
-			MaxReplyBytes: s.opts.MaxResultBytes}
-		if view := s.view.Load(); view != nil {
-			turn.Tasks = *view // statuses as they are now
+		var reply Reply
+		var replayed *Round
+		var calls []ToolCall // the calls to make: as the model gave them, or as journaled
+		if len(journal) > 0 && journal[0].Number == round {
+			replayed, journal = &journal[0], journal[1:]
+			reply, last, calls = replayed.Reply, replayed.Final, replayed.Reply.ToolCalls
+		} else {
+			journal = nil // a journal with a hole in it is not to be trusted past it
+			turn := &Turn{Input: in, Round: round, MaxRounds: s.opts.Loop.MaxRounds, Todo: todo.snapshot(), Answers: s.Answers(),
+				MaxReplyBytes: s.opts.MaxResultBytes}
+			if view := s.view.Load(); view != nil {
+				turn.Tasks = *view // statuses as they are now
+			}
+			if !last {
+				turn.Tools = specs
+			}
+			msgs[0].Content = systemPrompt(turn) // replaces the last round's, never stacks
+			turn.Messages = fit(msgs, s.opts.Loop.MaxContextBytes)
+			s.settled(ctx) // the results it is asked with are journaled
+			var err error
+			reply, err = s.model.Turn(ctx, turn, progress)
+			if err != nil {
+				return Result{Usage: usage.Add(reply.Usage)}, err
+			}
+			last = last || len(reply.ToolCalls) == 0
+			calls = reply.ToolCalls // arguments too long included: callTool refuses them
+			reply = s.keptReply(reply, last)
+			s.replied(in.Task.ID, Round{Number: round, Reply: reply, Final: last})
 		}
-		if !last {
-			turn.Tools = specs
-		}
-		msgs[0].Content = systemPrompt(turn) // replaces the last round's, never stacks
-		turn.Messages = fit(msgs, s.opts.Loop.MaxContextBytes)
-		reply, err := s.model.Turn(ctx, turn, progress)
 		usage = usage.Add(reply.Usage)
-		if err != nil {
-			return Result{Usage: usage}, err
-		}
-		if len(reply.ToolCalls) == 0 || last {
+		if last {
 			if strings.TrimSpace(reply.Text) == "" {
 				return Result{Usage: usage}, failure.New(failure.Validation, "the model gave no answer in round %d", round)
 			}
@@ -77,11 +100,15 @@ func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress f
 			}
 			return res, nil
 		}
-		// What the conversation keeps of the reply is bounded like an
-		// answer: the loop's context stays within MaxRounds of them.
-		msgs = append(msgs, Message{Role: RoleAssistant, Content: Truncate(reply.Text, s.opts.MaxResultBytes), ToolCalls: s.kept(reply.ToolCalls)})
-		for _, call := range reply.ToolCalls {
-			text := s.callTool(ctx, x, in, round, call)
+		msgs = append(msgs, Message{Role: RoleAssistant, Content: reply.Text, ToolCalls: reply.ToolCalls})
+		for k, call := range calls {
+			var text string
+			if replayed != nil && k < len(replayed.Results) && !replayed.Results[k].Retry {
+				text = replayed.Results[k].Text
+			} else {
+				retry := replayed != nil && k < len(replayed.Results)
+				text = s.callTool(ctx, x, in, round, call, retry)
+			}
 			msgs = append(msgs, Message{Role: RoleTool, ToolCallID: call.ID, Content: text})
 			if ctx.Err() != nil {
 				return Result{Usage: usage}, ctx.Err()
@@ -89,6 +116,28 @@ func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress f
 		}
 		finalRound = todo.allDone()
 	}
+}
+
+// keptReply is what the loop keeps of a reply, and journals. An answer
+// (last) keeps its text up to a byte past the limit, with the length it
+// had, so that it is cut and marked as it would have been; a reply with
+// tool calls keeps its text cut to the limit, as the conversation does,
+// and its calls as kept.
+func (s *scheduler) keptReply(r Reply, last bool) Reply {
+	limit := s.opts.MaxResultBytes
+	if last {
+		r.ToolCalls = nil
+		if len(r.Text) > limit+1 {
+			r.TextBytes = max(r.TextBytes, len(r.Text))
+			r.Text = Truncate(r.Text, limit+1)
+		}
+		return r
+	}
+	// What the conversation keeps of the reply is bounded like an
+	// answer: the loop's context stays within MaxRounds of them.
+	r.Text, r.TextBytes = Truncate(r.Text, limit), 0
+	r.ToolCalls = s.kept(r.ToolCalls)
+	return r
 }
 
 // kept is what the conversation keeps of a reply's tool calls: arguments
@@ -113,7 +162,10 @@ func (s *scheduler) kept(calls []ToolCall) []ToolCall {
 // exactly one agent.tool_result, whatever happens (a bad name or bad
 // arguments, a refusal, a timeout, a cancel, a panic). It returns the text
 // the model sees.
-func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round int, call ToolCall) string {
+//
+// retry says the call was made before, by a process that died before its
+// result came back: the tool is told (tool.WithRetry).
+func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round int, call ToolCall, retry bool) string {
 	todo := x.todo
 	stepID := "tool_" + uuid.NewString()
 	args, aerr := call.argsObject()
@@ -146,7 +198,12 @@ func (s *scheduler) callTool(ctx context.Context, x execution, in Input, round i
 	case t.Spec().Confirm && !s.confirm(ctx, x, call.Name, args):
 		err = errors.New("declined by the user")
 	default:
-		text, err = s.runTool(tool.WithLogAttrs(ctx, "task_id", id, "attempt", in.Attempt, "step_id", stepID), x, t, args)
+		s.settled(ctx) // the call's beginning is journaled: a takeover retries it, told so
+		tctx := tool.WithLogAttrs(ctx, "task_id", id, "attempt", in.Attempt, "step_id", stepID)
+		if retry {
+			tctx = tool.WithRetry(tctx)
+		}
+		text, err = s.runTool(tctx, x, t, args)
 	}
 	if ctx.Err() != nil {
 		text, err = "", errors.New("cancelled")

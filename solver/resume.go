@@ -39,15 +39,21 @@ type Resume struct {
 //     are not run again; a completed one's Result feeds its dependents;
 //   - pending tasks wait for their dependencies as usual;
 //   - running and retrying tasks start again at once, as a new execution
-//     (Attempt+1) with a fresh retry budget;
+//     (Attempt+1) with a fresh retry budget; a running one with a Journal
+//     goes on from its last journaled round (see Journal);
 //   - a task with Deciding set gave up and waits for its decision:
 //     Events.Decide is called for it again (Status is failed).
 //
 // Attempt is the executions made so far, Error the failed task's
 // (failure.Public) error, Todo its todo list, whose version goes on.
+//
+// Journal is a running task's rounds so far, in order from round 1, the
+// last perhaps not complete (Round.Results short of its calls, or a call
+// to retry): the new execution replays them and goes on from there.
 type ResumeTask struct {
 	wsproto.TaskState
 	Deciding bool
+	Journal  []Round
 }
 
 // NewResumed prepares a run that continues from where another left it:
@@ -82,6 +88,7 @@ func (s *scheduler) restore(ctx context.Context, from *Resume) {
 			// Not pending while the links are rebuilt: it neither waits
 			// nor is skipped; it starts below.
 			s.status[i] = wsproto.TaskRunning
+			s.journals[i] = t.Journal
 			restart = append(restart, i)
 		case t.Status == wsproto.TaskCompleted:
 			s.status[i] = wsproto.TaskCompleted
@@ -113,6 +120,8 @@ func (s *scheduler) restore(ctx context.Context, from *Resume) {
 		s.status[i] = wsproto.TaskPending
 		if ctx.Err() == nil && s.waiting[i] == 0 {
 			s.start(ctx, i)
+		} else {
+			s.journals[i] = nil // its dependency's result will change: its conversation is stale
 		}
 	}
 	for _, i := range ask {

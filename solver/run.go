@@ -137,6 +137,10 @@ type scheduler struct {
 	specs []tool.Spec
 	view  atomic.Pointer[[]TaskStatus]
 
+	// journals[i] is what a resumed run's task i replays when it starts
+	// (ResumeTask.Journal), until it does.
+	journals [][]Round
+
 	// A task waiting on the user gives its parallel slot back (slots,
 	// release) and asks for it again when the answer is in; resumes are the
 	// tasks waiting for a slot again, served before new starts. holding[i]
@@ -261,6 +265,7 @@ func (s *scheduler) add(t wsproto.Task) {
 	s.stops = append(s.stops, nil)
 	s.todos = append(s.todos, newTodoList(s.opts.Loop.TodoCompleteAfter, s.opts.Loop.TodoBlockAfter))
 	s.holding = append(s.holding, false)
+	s.journals = append(s.journals, nil)
 }
 
 // relink rebuilds the dependency links and counts after the task list or
@@ -335,7 +340,8 @@ func (s *scheduler) start(ctx context.Context, i int) {
 		in.Dependencies[d] = s.results[d]
 	}
 	first := s.attempts[i] + 1
-	x := execution{index: i, id: t.ID, todo: s.todos[i]}
+	x := execution{index: i, id: t.ID, todo: s.todos[i], journal: s.journals[i]}
+	s.journals[i] = nil // its first execution's only
 	// Reported here rather than on the task's goroutine, so that the start
 	// comes before any completion the scheduler handles after it (and so
 	// before that completion's decision, §11).
@@ -384,6 +390,9 @@ type execution struct {
 	index int
 	id    string
 	todo  *todoList // the task's, handed over for the goroutine's life
+	// journal is the rounds a resumed task's first execution replays
+	// (ResumeTask.Journal); nil for any other.
+	journal []Round
 }
 
 // execute runs one retry budget of a task, starting at execution number
@@ -398,6 +407,7 @@ func (s *scheduler) execute(ctx context.Context, x execution, in Input, attempt 
 		}
 		began := time.Now()
 		result, err := s.once(ctx, x, in)
+		x.journal = nil // a retry starts from scratch
 		if ctx.Err() != nil {
 			return outcome{index: i, attempt: attempt, err: context.Cause(ctx)}
 		}

@@ -9,7 +9,9 @@
 // object of arguments and returns text; an error is a result too (the loop
 // reports it to the model as the tool's failure and goes on), never a task
 // failure. What only the operator may see it logs, with the ids of the call
-// that the agent loop puts in its context (WithLogAttrs).
+// that the agent loop puts in its context (WithLogAttrs). A call repeated
+// after a takeover, because the process that began it died before its
+// result came back, carries Retry in its context.
 package tool
 
 import (

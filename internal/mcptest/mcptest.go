@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,6 +49,15 @@ func Main() {
 //	-tools db        query {sql}, annotated read-only: returns "rows for
 //	                 SQL"; the sql "crash" makes the server write Secret to
 //	                 its stderr and exit with status 3
+//	-tools count     count {n}, annotated read-only: each execution
+//	                 appends "N RETRY" to the -ran file (RETRY is true when
+//	                 the request's _meta says the call is a retry,
+//	                 mcptool.RetryMetaKey), then returns "counted N"; with
+//	                 -gate DIR, a file DIR/hold-before-N or DIR/hold-after-N
+//	                 makes the call hold before or after it appends its
+//	                 line: it removes the file (the next call goes
+//	                 through), creates DIR/held-N and waits until the call
+//	                 is cancelled or the server's client is gone
 //	-crash-file F    (db) the crash creates F first, and a server that
 //	                 finds F at its start writes Secret to its stderr and
 //	                 exits with status 1 before the MCP handshake: a server
@@ -66,6 +76,7 @@ func serve(args []string) error {
 	tools := fs.String("tools", "", "consent or db")
 	ran := fs.String("ran", "", "file each consent tool appends its name to")
 	crashFile := fs.String("crash-file", "", "file the crash creates; found at start, the server crashes again")
+	gate := fs.String("gate", "", "directory of hold-before-N and hold-after-N files (count)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -114,8 +125,30 @@ func serve(args []string) error {
 				}
 				return text("rows for " + a.SQL), nil
 			})
+	case "count":
+		s.AddTool(&mcp.Tool{Name: "count", Description: "Counts.", InputSchema: obj,
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var a struct {
+					N int `json:"n"`
+				}
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, err
+				}
+				// The key is mcptool.RetryMetaKey, spelt out: mcptool's
+				// tests import this package.
+				retry, _ := req.Params.Meta["io.github.baton-run/retry"].(bool)
+				if hold(ctx, *gate, "before", a.N) {
+					return nil, ctx.Err() // cancelled before it counted: it did not run
+				}
+				if err := appendLine(*ran, fmt.Sprintf("%d %t", a.N, retry)); err != nil {
+					return nil, err
+				}
+				hold(ctx, *gate, "after", a.N)
+				return text(fmt.Sprintf("counted %d", a.N)), nil
+			})
 	default:
-		return errors.New("-tools: want consent or db")
+		return errors.New("-tools: want consent, db or count")
 	}
 	return s.Run(context.Background(), &mcp.StdioTransport{})
 }
@@ -125,6 +158,23 @@ func serve(args []string) error {
 func crash(status int) {
 	fmt.Fprintf(os.Stderr, "fatal: lost connection to %s (DATABASE_URL)\n", Secret)
 	os.Exit(status)
+}
+
+// hold holds a count call while ctx lasts if the test asked for it
+// (DIR/hold-WHEN-N), once, and says so (DIR/held-N). It reports whether it
+// held the call.
+func hold(ctx context.Context, dir, when string, n int) bool {
+	if dir == "" {
+		return false
+	}
+	if err := os.Remove(filepath.Join(dir, fmt.Sprintf("hold-%s-%d", when, n))); err != nil {
+		return false // not asked for
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("held-%d", n)), nil, 0o644); err != nil {
+		return true
+	}
+	<-ctx.Done() // cancelled, or the client is gone: the connection's end cancels its calls
+	return true
 }
 
 func text(s string) *mcp.CallToolResult {
