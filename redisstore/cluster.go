@@ -43,6 +43,9 @@ type ClusterOptions struct {
 	// transient errors before its ring gives it up (Options.GiveUpAfter).
 	// Defaults to 30s.
 	GiveUpAfter time.Duration
+	// LeaseTTL is how long the node is taken to be alive after its last
+	// renewal (Join's leaseTTL). Defaults to DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
@@ -64,7 +67,7 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 		tails.Close()
 		return nil, err
 	}
-	node, err := Join(ctx, rdb, id, 0)
+	node, err := Join(ctx, rdb, id, opt.LeaseTTL)
 	if err != nil {
 		store.Close()
 		tails.Close()
