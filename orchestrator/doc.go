@@ -30,5 +30,7 @@
 // (session.go). A panic in a model call is that call's failure
 // (failure.Protect). With a Cluster, a session this server owns in the
 // store but no longer holds is adopted again, one adoption at a time
-// (adopt.go).
+// (adopt.go), and when the Cluster says this server's lease may have
+// lapsed (LeaseWatcher), it gives every session up, so that no run goes on
+// here while another server continues it (fence.go).
 package orchestrator

@@ -205,3 +205,8 @@ func (cl *Cluster) Receive(ctx context.Context, fn func([]byte)) error {
 }
 
 func (cl *Cluster) Leave(ctx context.Context) error { return cl.node.Leave(ctx) }
+
+// Lapses implements orchestrator.LeaseWatcher: Node.Lapses.
+func (cl *Cluster) Lapses() <-chan struct{} { return cl.node.Lapses() }
+
+var _ orchestrator.LeaseWatcher = (*Cluster)(nil)
