@@ -59,7 +59,12 @@ func (s *Server) adoptOrphans() {
 	}
 }
 
-// adopt claims and continues every orphaned run it can.
+// adopt claims and continues every orphaned run it can: those of dead
+// servers, and this server's own that it gave up (lost, fenceOnLapse) —
+// else such a run would wait for its client to resume it here, and one
+// that resumes on another server would be proxied to this one, where
+// nothing runs it. A run this server holds is left as it is
+// (adoptShared).
 func (s *Server) adopt(ctx context.Context) {
 	orphans, err := s.opts.Cluster.Orphans(ctx)
 	if err != nil {

@@ -187,11 +187,21 @@ func (cl *Cluster) Running(ctx context.Context, id string, running bool) error {
 	return cl.node.Running(ctx, id, running)
 }
 
+// Orphans lists the runs of dead nodes, then this node's own: those it
+// gave up (Redis stalled past its patience, or its lease lapsed) are
+// orphans too, and the orchestrator adopts the ones it does not hold.
 func (cl *Cluster) Orphans(ctx context.Context) ([]orchestrator.Orphan, error) {
 	os, err := cl.node.Orphans(ctx)
 	out := make([]orchestrator.Orphan, len(os))
 	for i, o := range os {
 		out[i] = orchestrator.Orphan{Session: o.Session, Node: o.Node}
+	}
+	if err != nil {
+		return out, err
+	}
+	own, err := cl.node.Runs(ctx)
+	for _, id := range own {
+		out = append(out, orchestrator.Orphan{Session: id, Node: cl.node.ID()})
 	}
 	return out, err
 }

@@ -207,6 +207,15 @@ func (n *Node) Running(ctx context.Context, session string, running bool) error 
 	return nil
 }
 
+// Runs returns the sessions this node has recorded a run in flight in.
+func (n *Node) Runs(ctx context.Context) ([]string, error) {
+	sessions, err := n.rdb.SMembers(ctx, runsKey(n.id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list this node's runs: %w", err)
+	}
+	return sessions, nil
+}
+
 // Orphan is a session with a run in flight whose node is dead.
 type Orphan struct{ Session, Node string }
 
