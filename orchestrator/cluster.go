@@ -66,7 +66,8 @@ type Cluster interface {
 	Delete(ctx context.Context, id string) error
 	// Running records whether a run of this server's is in flight in the
 	// session; Orphans returns the sessions with a run in flight whose
-	// server is dead, with that server.
+	// server is dead, with that server, and may return this server's own
+	// (the caller adopts those it does not hold: it gave them up).
 	Running(ctx context.Context, id string, running bool) error
 	Orphans(ctx context.Context) ([]Orphan, error)
 	// Send delivers msg to a server's Receive, reporting whether a server

@@ -36,5 +36,8 @@
 // never holds an event a server taking over would not have.
 // A run restored from a checkpoint goes on with each running
 // task from its last journaled round of the agent loop, repeating no model
-// reply and no tool result that came back (journal.go).
+// reply and no tool result that came back (journal.go). When the Cluster
+// says this server's lease may have lapsed (LeaseWatcher), it gives every
+// session up, so that no run goes on here while another server continues
+// it (fence.go).
 package orchestrator

@@ -59,7 +59,12 @@ func (s *Server) adoptOrphans() {
 	}
 }
 
-// adopt claims and continues every orphaned run it can.
+// adopt claims and continues every orphaned run it can: those of dead
+// servers, and this server's own that it gave up (lost, fenceOnLapse) —
+// else such a run would wait for its client to resume it here, and one
+// that resumes on another server would be proxied to this one, where
+// nothing runs it. A run this server holds is left as it is
+// (adoptShared).
 func (s *Server) adopt(ctx context.Context) {
 	orphans, err := s.opts.Cluster.Orphans(ctx)
 	if err != nil {
@@ -210,11 +215,44 @@ func (r *run) markRunning(running bool) {
 	if cause := context.Cause(r.ctx); !running && (cause == ErrServerClosed || cause == errSessionLost) {
 		return
 	}
+	if !running && !r.endStored() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if err := cl.Running(ctx, r.sess.id, running); err != nil {
 		r.sess.srv.log.Error("record the run in the store", "session", r.sess.id, "run", r.id, "err", err)
 	}
+}
+
+// flusher is a durable ring that can wait until the store holds all it
+// was given (redisstore's).
+type flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// endStored waits until the store holds the run's end (its last events
+// and checkpoint), and reports whether it does. Until then the run is in
+// flight as far as the store knows: a node that gives the session up
+// before its end was written (Redis stalled) must leave it in its runs
+// set, to be adopted and continued from the last checkpoint stored, or
+// nobody ever continues it.
+func (r *run) endStored() bool {
+	r.sess.mu.Lock()
+	f, ok := r.sess.shared.(flusher)
+	r.sess.mu.Unlock()
+	if !ok {
+		return true
+	}
+	// Flush ends when the ring is lost too, at the latest after its
+	// give-up time; the bound is for a store that answers nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*storeTimeout)
+	defer cancel()
+	if err := f.Flush(ctx); err != nil {
+		r.sess.srv.log.Warn("the run's end is not in the store: it stays a run in flight there", "session", r.sess.id, "run", r.id, "err", err)
+		return false
+	}
+	return true
 }
 
 // stateOf is the client-visible state of a session loaded from the store:

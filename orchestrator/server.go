@@ -279,6 +279,10 @@ func New(models Models, opts *Options) (*Server, error) {
 	if o.Cluster != nil {
 		s.janitorWG.Add(1)
 		go s.adoptOrphans()
+		if lw, ok := o.Cluster.(LeaseWatcher); ok {
+			s.janitorWG.Add(1)
+			go s.fenceOnLapse(lw.Lapses())
+		}
 		s.clusterWG.Add(1)
 		go s.listen()
 	}

@@ -47,6 +47,9 @@ type ClusterOptions struct {
 	// transient errors before its ring gives it up (Options.GiveUpAfter).
 	// Defaults to 30s.
 	GiveUpAfter time.Duration
+	// LeaseTTL is how long the node is taken to be alive after its last
+	// renewal (Join's leaseTTL). Defaults to DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
@@ -69,7 +72,7 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 		tails.Close()
 		return nil, err
 	}
-	node, err := Join(ctx, rdb, id, 0)
+	node, err := Join(ctx, rdb, id, opt.LeaseTTL)
 	if err != nil {
 		store.Close()
 		tails.Close()
@@ -189,11 +192,21 @@ func (cl *Cluster) Running(ctx context.Context, id string, running bool) error {
 	return cl.node.Running(ctx, id, running)
 }
 
+// Orphans lists the runs of dead nodes, then this node's own: those it
+// gave up (Redis stalled past its patience, or its lease lapsed) are
+// orphans too, and the orchestrator adopts the ones it does not hold.
 func (cl *Cluster) Orphans(ctx context.Context) ([]orchestrator.Orphan, error) {
 	os, err := cl.node.Orphans(ctx)
 	out := make([]orchestrator.Orphan, len(os))
 	for i, o := range os {
 		out[i] = orchestrator.Orphan{Session: o.Session, Node: o.Node}
+	}
+	if err != nil {
+		return out, err
+	}
+	own, err := cl.node.Runs(ctx)
+	for _, id := range own {
+		out = append(out, orchestrator.Orphan{Session: id, Node: cl.node.ID()})
 	}
 	return out, err
 }
@@ -207,3 +220,8 @@ func (cl *Cluster) Receive(ctx context.Context, fn func([]byte)) error {
 }
 
 func (cl *Cluster) Leave(ctx context.Context) error { return cl.node.Leave(ctx) }
+
+// Lapses implements orchestrator.LeaseWatcher: Node.Lapses.
+func (cl *Cluster) Lapses() <-chan struct{} { return cl.node.Lapses() }
+
+var _ orchestrator.LeaseWatcher = (*Cluster)(nil)

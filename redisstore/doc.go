@@ -50,4 +50,10 @@
 // long a run of transient errors (Options.GiveUpAfter) and too many
 // entries waiting unwritten (Options.MaxPending) each end the ring's
 // writing and are reported once through Callbacks.OnLost.
+//
+// Fencing by owner stops a node's writes, not what its runs do outside
+// Redis. A Node therefore tells its user (Node.Lapses, Cluster.Lapses)
+// when it has not renewed its lease for four fifths of the lease TTL —
+// Redis stalled, or is cut off from it — before the others can find the
+// lease lapsed and take its runs over; the orchestrator then stops them.
 package redisstore

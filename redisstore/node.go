@@ -26,6 +26,12 @@ type Node struct {
 	// the node is never seen alive without it.
 	sub *redis.PubSub
 
+	// renewed carries, from heartbeat to watch, the time until which the
+	// last renewal holds the lease for sure; lapses tells the node's user
+	// that it may have lapsed (Lapses).
+	renewed chan time.Time
+	lapses  chan struct{}
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -43,18 +49,21 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, leaseTTL ti
 	if leaseTTL <= 0 {
 		leaseTTL = DefaultLeaseTTL
 	}
-	n := &Node{rdb: rdb, id: id, ttl: leaseTTL, stop: make(chan struct{})}
+	n := &Node{rdb: rdb, id: id, ttl: leaseTTL, stop: make(chan struct{}),
+		renewed: make(chan time.Time, 1), lapses: make(chan struct{}, 1)}
 	n.sub = rdb.Subscribe(ctx, channel(id))
 	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
 		n.sub.Close()
 		return nil, fmt.Errorf("join the cluster: subscribe: %w", err)
 	}
+	began := time.Now()
 	if err := n.renew(ctx); err != nil {
 		n.sub.Close()
 		return nil, fmt.Errorf("join the cluster: %w", err)
 	}
-	n.wg.Add(1)
-	go n.heartbeat()
+	n.wg.Add(2)
+	go n.heartbeat()           // owned by n: Leave waits for it
+	go n.watch(n.holds(began)) // owned by n: Leave waits for it
 	return n, nil
 }
 
@@ -86,12 +95,61 @@ func (n *Node) heartbeat() {
 		case <-n.stop:
 			return
 		case <-t.C:
+			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), n.ttl/3)
-			_ = n.renew(ctx) // a miss is retried at the next tick; three in a row let the lease lapse
+			err := n.renew(ctx) // a miss is retried at the next tick; three in a row let the lease lapse
 			cancel()
+			if err == nil {
+				// Only the latest counts: one watch has not read yet
+				// is replaced (heartbeat is the only sender).
+				select {
+				case <-n.renewed:
+				default:
+				}
+				n.renewed <- n.holds(began)
+			}
 		}
 	}
 }
+
+// holds returns until when a renewal sent at began holds the lease for
+// sure, as this node's user must count it: Redis sets the key's TTL when
+// the renewal arrives, after began, and the others find the lease lapsed
+// no sooner than that plus the TTL. A fifth of the TTL is kept in hand
+// for what stopping takes (a run's cancel reaching its tool calls); more
+// would have a short stall of Redis (a fork, an fsync) give every session
+// up while no other node could take one.
+func (n *Node) holds(began time.Time) time.Time { return began.Add(n.ttl - n.ttl/5) }
+
+// watch tells Lapses when the lease may have lapsed: no renewal has
+// succeeded in time, as when Redis stalls or is cut off from this node.
+// By then the other nodes may take this node's runs over, so its user
+// must stop them. Once a renewal succeeds again the lease is held anew,
+// and a later lapse is told again.
+func (n *Node) watch(held time.Time) {
+	defer n.wg.Done()
+	lapse := time.NewTimer(time.Until(held))
+	defer lapse.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case held = <-n.renewed:
+			lapse.Reset(time.Until(held))
+		case <-lapse.C:
+			select {
+			case n.lapses <- struct{}{}:
+			default: // one not taken yet says it already
+			}
+		}
+	}
+}
+
+// Lapses receives a value each time this node's lease may have lapsed
+// (see watch). A node whose lease lapsed is dead to the others: they take
+// its runs over, and its own writes are refused once they have (fencing),
+// but what its runs do outside Redis — tool calls — only it can stop.
+func (n *Node) Lapses() <-chan struct{} { return n.lapses }
 
 // Alive reports whether node is alive: its lease (liveness key) is there.
 // Its channel's subscriber is no sign either way: go-redis resubscribes
@@ -147,6 +205,15 @@ func (n *Node) Running(ctx context.Context, session string, running bool) error 
 		return fmt.Errorf("record the run of %s: %w", session, err)
 	}
 	return nil
+}
+
+// Runs returns the sessions this node has recorded a run in flight in.
+func (n *Node) Runs(ctx context.Context) ([]string, error) {
+	sessions, err := n.rdb.SMembers(ctx, runsKey(n.id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list this node's runs: %w", err)
+	}
+	return sessions, nil
 }
 
 // Orphan is a session with a run in flight whose node is dead.

@@ -75,7 +75,8 @@ type Ring struct {
 	lostTold bool
 	// closing is set when Close begins.
 	closing bool
-	// failingSince is when the current run of transient errors began.
+	// failingSince is when the first write of the current run of
+	// transient errors was sent.
 	failingSince time.Time
 	// idle, when a Flush waits, is closed once nothing committed waits to
 	// be written (or never will be).

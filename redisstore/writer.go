@@ -13,7 +13,9 @@ import (
 )
 
 // writeTimeout bounds one round trip of the writer (where the client
-// honours context deadlines; its own read and write timeouts apply too).
+// honours context deadlines; its own read and write timeouts apply too),
+// or Options.GiveUpAfter when that is shorter: a write must not outlast
+// the patience of the rings it carries.
 const writeTimeout = 10 * time.Second
 
 // job is one session's write in a round trip: the ring's flight, to be
@@ -118,7 +120,8 @@ func (s *Store) take() (jobs []job, lost []*Ring) {
 // write sends jobs in one pipeline and hands each ring its outcome. It
 // reports whether any failed for a reason that may pass.
 func (s *Store) write(jobs []job) (failed bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), min(writeTimeout, s.opt.GiveUpAfter))
 	defer cancel()
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(jobs))
@@ -141,7 +144,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 			// Redis lost its script cache (restarted): load it and send
 			// again; the script had not run.
 			noScript = true
-			j.r.retry(nil)
+			j.r.retry(nil, began)
 		default:
 			if serr := scriptError(err); serr != err {
 				err = fmt.Errorf("redisstore: write session %s: %w", j.r.id, serr)
@@ -153,7 +156,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 			if firstErr == nil {
 				firstErr = err
 			}
-			j.r.retry(fmt.Errorf("redisstore: write session %s: %w", j.r.id, err))
+			j.r.retry(fmt.Errorf("redisstore: write session %s: %w", j.r.id, err), began)
 		}
 	}
 	if noScript {
@@ -225,10 +228,13 @@ func (r *Ring) written() {
 	r.callback(func() { r.cb.OnDurable(entries) })
 }
 
-// retry: the flight was not written. It goes back before what was
-// committed since, to be sent again; err (nil when the failure does not
-// count) starts or extends the run of failures that ends in giving up.
-func (r *Ring) retry(err error) {
+// retry: the flight, sent at began, was not written. It goes back before
+// what was committed since, to be sent again; err (nil when the failure
+// does not count) starts or extends the run of failures that ends in
+// giving up. The run starts when its first failed write was sent, not
+// when the failure came back: a write into a stalled Redis takes the
+// client's whole read timeout to fail, and GiveUpAfter counts it.
+func (r *Ring) retry(err error, began time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inflight = false
@@ -239,11 +245,10 @@ func (r *Ring) retry(err error) {
 	}
 	r.flight = unit{}
 	if err != nil && r.lost == nil {
-		now := time.Now()
-		switch {
-		case r.failingSince.IsZero():
-			r.failingSince = now
-		case now.Sub(r.failingSince) > r.s.opt.GiveUpAfter:
+		if r.failingSince.IsZero() {
+			r.failingSince = began
+		}
+		if time.Since(r.failingSince) > r.s.opt.GiveUpAfter {
 			r.loseLocked(fmt.Errorf("gave up after %v: %w", r.s.opt.GiveUpAfter, err))
 			return
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
+	"github.com/baton-run/baton/redisstore"
 )
 
 // config is what the flags and environment say.
@@ -24,6 +25,8 @@ type config struct {
 	allowedOrigins string
 	store          string
 	redisURL       string
+	redisGiveUp    time.Duration // --redis-give-up: redisstore.ClusterOptions.GiveUpAfter
+	leaseTTL       time.Duration // --lease-ttl: redisstore.ClusterOptions.LeaseTTL
 	drainTimeout   time.Duration
 	openai         openai.Config
 	opts           orchestrator.Options
@@ -110,6 +113,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", 128<<10, "longest text kept of what a model returns (a task's result, the plan's texts, the final answer), in bytes; longer is cut where it enters, marked truncated (at least 1024)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis (redis://[:password@]host:port/db, rediss:// for TLS)")
+	fs.DurationVar(&c.redisGiveUp, "redis-give-up", 30*time.Second, "with --store redis, how long a session's writes are retried while Redis fails (stalls, is unreachable) before this node gives the session up; the client's resume adopts it again once Redis answers")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", redisstore.DefaultLeaseTTL, "with --store redis, how long a node that stops renewing its liveness in Redis is still taken to be alive; then the other nodes take its runs over (renewed three times per TTL)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
@@ -225,7 +230,8 @@ func (c *config) check(fs *flag.FlagSet) error {
 	if n := c.opts.MaxResultBytes; n < minResultBytes {
 		return fmt.Errorf("%s: must be at least %d (got %d)", c.src("max-result-bytes"), minResultBytes, n)
 	}
-	for _, name := range []string{"session-ttl", "idle-session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout"} {
+	for _, name := range []string{"session-ttl", "idle-session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout",
+		"redis-give-up", "lease-ttl"} {
 		d := get(fs, name).(time.Duration)
 		zeroOK := name == "sim-delay" || name == "drain-timeout"
 		switch {

@@ -178,7 +178,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var pingStore func(context.Context) error // with --store redis: for /readyz
 	if c.store == "redis" {
 		copt := redisstore.ClusterOptions{Capacity: c.opts.BufferSize, TTL: max(2*c.opts.SessionTTL, time.Hour),
-			SessionTTL: c.opts.SessionTTL, Logger: log}
+			SessionTTL: c.opts.SessionTTL, Logger: log, GiveUpAfter: c.redisGiveUp, LeaseTTL: c.leaseTTL}
 		if tune, ok := ctx.Value(tuneKey{}).(func(*orchestrator.Options, *redisstore.ClusterOptions)); ok {
 			tune(&c.opts, &copt)
 		}

@@ -1,7 +1,8 @@
 // Package redistest runs a real redis-server for tests: one process per
-// Start, on a free loopback port, with no persistence, in the test's
-// temporary directory, stopped when the test ends. It owns only the
-// process and the port; what the tests store in it is theirs.
+// Start, on a free loopback port, with no persistence (StartAOF: with an
+// append-only file), in the test's temporary directory, stopped when the
+// test ends. It owns only the process and the port; what the tests store in
+// it is theirs.
 //
 // Without redis-server on PATH (Debian's redis-server package) a test that
 // needs it is skipped, and counted in the package's skip report, or fails
@@ -42,6 +43,7 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has been waited for
 	paused bool          // stopped with SIGSTOP (Pause)
+	conf   []string      // more redis-server arguments, after the defaults (aof.go)
 }
 
 // Start runs a redis-server for t and stops it when t ends. It skips t (or
@@ -128,6 +130,7 @@ func (s *Server) start() error {
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", logPath, "--daemonize", "no")
+	cmd.Args = append(cmd.Args, s.conf...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}

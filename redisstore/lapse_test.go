@@ -1,0 +1,76 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-run/baton/internal/faultproxy"
+	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/redisstore"
+)
+
+// TestLapses: a node cut off from Redis is told its lease may have lapsed
+// before another node can see it lapse, and once, however long the cut
+// lasts; healed, it renews, and a second cut is told again. A node that
+// keeps Redis is told nothing.
+func TestLapses(t *testing.T) {
+	// The node is told a fifth of the TTL before Redis expires its
+	// lease; the test checks that with a goroutine's wake-up and a round
+	// trip to Redis, which took over 300 ms (a 1.5 s TTL's fifth) on a
+	// loaded machine running the race detector.
+	const ttl = 3 * time.Second
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	p, err := faultproxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	n, err := redisstore.Join(ctx, c, "cut", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Leave(ctx) })
+	other := join(t, srv, "other", ttl)
+
+	// Live, across several renewals: no lapse.
+	select {
+	case <-n.Lapses():
+		t.Fatal("a live node was told its lease lapsed")
+	case <-other.Lapses():
+		t.Fatal("a live node was told its lease lapsed")
+	case <-time.After(ttl):
+	}
+
+	for cut := 1; cut <= 2; cut++ {
+		p.Partition()
+		select {
+		case <-n.Lapses():
+		case <-time.After(10 * ttl):
+			t.Fatalf("cut %d: no lapse told", cut)
+		}
+		// Told no later than the others see it: the lease is still
+		// there (Redis expires it a fifth of the TTL later at least).
+		if alive, err := other.Alive(ctx, "cut"); err != nil || !alive {
+			t.Errorf("cut %d: the others saw the lease lapse (alive %v, %v) before the node was told", cut, alive, err)
+		}
+		select {
+		case <-n.Lapses():
+			t.Fatalf("cut %d: the lapse was told twice", cut)
+		case <-time.After(ttl / 2):
+		}
+		p.Heal()
+		deadline := time.Now().Add(30 * ttl)
+		for alive, _ := other.Alive(ctx, "cut"); !alive; alive, _ = other.Alive(ctx, "cut") {
+			if time.Now().After(deadline) {
+				t.Fatalf("cut %d: the node did not renew its lease once healed", cut)
+			}
+			time.Sleep(ttl / 10)
+		}
+	}
+}
