@@ -91,6 +91,33 @@ func (f *Failover) Failover(t testing.TB) {
 	f.WaitMaster(t, f.Replica)
 }
 
+// Cut stops the replica (Pause) and closes its replication link on the
+// master: the writes the master acknowledges from now on reach it only
+// (what was sent before may still be read from the socket once the
+// replica continues). Kill the master, Continue the replica and wait for
+// it to be promoted (WaitMaster) for the failover that loses them.
+func (f *Failover) Cut(t testing.TB) {
+	t.Helper()
+	f.Replica.Pause(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c := redis.NewClient(&redis.Options{Addr: f.Master.Addr()})
+	defer c.Close()
+	if err := c.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
+		t.Fatalf("redistest: close the replica's link: %v", err)
+	}
+	f.waitFor(t, "the master without a replica", func(ctx context.Context) error {
+		n, err := info(ctx, f.Master, "connected_slaves")
+		if err != nil {
+			return err
+		}
+		if n != "0" {
+			return fmt.Errorf("the master has %s replicas", n)
+		}
+		return nil
+	})
+}
+
 // WaitMaster waits until every sentinel names s the master and s answers
 // as one (its role is master): after the master's death, say, or a
 // Failover.
