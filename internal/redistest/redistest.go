@@ -152,7 +152,10 @@ func (s *Server) start() error {
 	logPath := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port))
 	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", logPath, "--daemonize", "no"}
+		"--logfile", logPath, "--daemonize", "no",
+		// A replica's first sync starts at once, not after the default 5s
+		// wait for more replicas.
+		"--repl-diskless-sync-delay", "0"}
 	if s.cfg.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	}
