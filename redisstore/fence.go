@@ -2,10 +2,15 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 )
+
+// errBehind is the append script's BEHIND reply: the store holds less of
+// the session than the ring made durable. The writer fences it.
+var errBehind = errors.New("redisstore: the store holds less than the ring made durable")
 
 // fence answers the append script's BEHIND reply to j (behind): Redis
 // holds less of the session than the ring made durable, so it lost writes

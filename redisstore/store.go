@@ -346,6 +346,7 @@ func scriptError(err error) error {
 		{codeNotOwner, ErrNotOwner},
 		{codeConflict, ErrConflict},
 		{codeExists, ErrExists},
+		{codeBehind, errBehind},
 	} {
 		if redis.HasErrorPrefix(err, c.code) {
 			return fmt.Errorf("%w (%v)", c.err, err)
