@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -17,21 +18,39 @@ import (
 // --redis-url, the client through real WebSockets.
 
 // seqLog records the event each seq a client received named, to find a
-// fork: one seq given to two events.
+// fork: one seq given to two events with no resync between that tells the
+// client to drop the first.
 type seqLog struct {
-	mu    sync.Mutex // guards the fields below
-	ids   map[uint64]string
-	forks []string
+	mu      sync.Mutex // guards the fields below
+	ids     map[uint64]string
+	forks   []string
+	resyncs int
 }
 
 func newSeqLog() *seqLog { return &seqLog{ids: map[uint64]string{}} }
 
 func (l *seqLog) add(f client.Frame) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f.Event == wsproto.EventStateSnapshot {
+		// A resync: the client drops what it held after the snapshot's
+		// seq, which may name other events from now on.
+		var snap wsproto.Snapshot
+		if err := json.Unmarshal(f.Metadata, &snap); err != nil {
+			l.forks = append(l.forks, "a snapshot that does not decode: "+err.Error())
+			return
+		}
+		for seq := range l.ids {
+			if seq > snap.Seq {
+				delete(l.ids, seq)
+			}
+		}
+		l.resyncs++
+		return
+	}
 	if f.Seq == 0 {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if id, ok := l.ids[f.Seq]; ok && id != f.EventID {
 		l.forks = append(l.forks, f.Event+" "+f.EventID+" at a seq that named "+id)
 	}
@@ -45,6 +64,21 @@ func (l *seqLog) check(t *testing.T) {
 	if len(l.forks) > 0 {
 		t.Errorf("seqs given to two events: %q", l.forks)
 	}
+}
+
+// cutOff cuts the replica off (Failover.Cut) and waits until the client
+// has received two events the master acknowledged after the cut: the
+// master alone has them.
+func cutOff(t *testing.T, ctx context.Context, f *redistest.Failover, cl *client.Client, session string) {
+	t.Helper()
+	f.Cut(t)
+	// Events written before the cut may reach the client after it: what
+	// the master held at the cut is what the replica has.
+	last, err := f.Master.Client(t).HGet(ctx, "baton:{"+session+"}:meta", "last_seq").Uint64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, ctx, cl, "events after the cut", func(v client.View) bool { return v.LastSeq >= last+2 })
 }
 
 // TestSentinelFailover: Baton on a Sentinel setup (--redis-url with
@@ -95,11 +129,7 @@ func TestLostWritesAfterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := waitView(t, ctx, cl, "the run's first events", func(v client.View) bool { return v.LastSeq >= 2 })
-	f.Cut(t)
-	cut := v.LastSeq
-	// The client receives only what Redis acknowledged: these are on the
-	// master alone.
-	waitView(t, ctx, cl, "events after the cut", func(v client.View) bool { return v.LastSeq >= cut+3 })
+	cutOff(t, ctx, f, cl, v.SessionID)
 	f.Master.Kill(t)
 	f.Replica.Continue(t)
 	f.WaitMaster(t, f.Replica)
@@ -144,5 +174,37 @@ func TestRedisAppendOnlyRestart(t *testing.T) {
 	}
 	if v.Run.Tasks[0].Attempt != 1 {
 		t.Errorf("t1 ran %d times", v.Run.Tasks[0].Attempt)
+	}
+}
+
+// TestLostWritesOwnerDead: as TestLostWritesAfterFailover, but the owner
+// dies with the master, so no node knows what Redis lost. B takes the
+// session over from what the promoted replica kept; the client, ahead of
+// it, resumes on B with an explicit resync (state_snapshot), never a
+// replay that skips or a seq reused without it, and the run ends.
+func TestLostWritesOwnerDead(t *testing.T) {
+	f := redistest.StartFailover(t, 1)
+	a := startNode(t, "A", "127.0.0.1:0", f.URL())
+	b := startNode(t, "B", "127.0.0.1:0", f.URL())
+	ctx := context.Background()
+	seqs := newSeqLog()
+	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
+	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, ctx, cl, "the run's first events", func(v client.View) bool { return v.LastSeq >= 2 })
+	cutOff(t, ctx, f, cl, v.SessionID)
+	a.kill(t)
+	f.Master.Kill(t)
+	f.Replica.Continue(t)
+	f.WaitMaster(t, f.Replica)
+	v = waitView(t, ctx, cl, "the final answer after the failover", finished)
+	clean(t, v)
+	seqs.check(t)
+	if v.Stats.Resyncs == 0 || v.Stats.Rejected != 0 {
+		t.Errorf("resyncs %d, rejected %d; want a resync (the client is ahead of Redis)", v.Stats.Resyncs, v.Stats.Rejected)
+	}
+	if !strings.Contains(b.log.String(), "session taken over") {
+		t.Errorf("B did not take the session over")
 	}
 }
