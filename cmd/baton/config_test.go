@@ -111,7 +111,7 @@ func TestHelp(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &stdout, &stderr); err != nil {
 		t.Fatalf("run --help: %v", err)
 	}
-	for _, want := range []string{"BATON_<NAME>", "BATON_SESSION_TTL=10m", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--session-ttl duration", `(default ":8080")`} {
+	for _, want := range []string{"BATON_<NAME>", "BATON_SESSION_TTL=10m", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--session-ttl duration", `(default ":8080")`, "?master_name=NAME"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, stderr.String())
 		}

@@ -21,9 +21,9 @@ const failoverTimeout = 60 * time.Second
 
 // Failover is a Sentinel setup: a master, one replica of it and the
 // sentinels that watch them, each a redis-server of its own on a free
-// loopback port. The sentinels see the master down after 1s without an
-// answer (down-after-milliseconds) and a single one is enough to agree
-// (quorum 1). Its methods are called from the test's goroutine.
+// loopback port. The sentinels see the master down after 2s without an
+// answer (down-after-milliseconds: long enough that a loaded machine does
+// not fail over by itself) and a single one is enough to agree (quorum 1). Its methods are called from the test's goroutine.
 type Failover struct {
 	// Master and Replica are the servers as started: after a failover
 	// the replica is the master.
@@ -40,7 +40,7 @@ func StartFailover(t testing.TB, n int) *Failover {
 	f := &Failover{Master: Start(t)}
 	f.Replica = StartConfig(t, Config{ReplicaOf: f.Master.Addr()})
 	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
-		"sentinel down-after-milliseconds %[1]s 1000\n"+
+		"sentinel down-after-milliseconds %[1]s 2000\n"+
 		"sentinel failover-timeout %[1]s 10000\n"+
 		"sentinel parallel-syncs %[1]s 1\n", MasterName, f.Master.port)
 	for range max(n, 1) {
