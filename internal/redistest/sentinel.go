@@ -92,17 +92,23 @@ func (f *Failover) Failover(t testing.TB) {
 }
 
 // Cut stops the replica (Pause) and closes its replication link on the
-// master: the writes the master acknowledges from now on reach it only
-// (what was sent before may still be read from the socket once the
-// replica continues). Kill the master, Continue the replica and wait for
-// it to be promoted (WaitMaster) for the failover that loses them.
+// master: the writes the master acknowledges from now on reach it only.
+// Every write the master had acknowledged when Cut was called is on the
+// replica (WAIT); those in flight during the cut may be lost with the
+// link — the replica's unread socket buffer is dropped should the dead
+// master's host answer it with a reset. Kill the master, Continue the
+// replica and wait for it to be promoted (WaitMaster) for the failover
+// that loses them.
 func (f *Failover) Cut(t testing.TB) {
 	t.Helper()
-	f.Replica.Pause(t)
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: f.Master.Addr()})
 	defer c.Close()
+	if n, err := c.Wait(ctx, 1, failoverTimeout).Result(); err != nil || n != 1 {
+		t.Fatalf("redistest: WAIT for the replica before the cut: %d, %v", n, err)
+	}
+	f.Replica.Pause(t)
 	if err := c.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
 		t.Fatalf("redistest: close the replica's link: %v", err)
 	}
