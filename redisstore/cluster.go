@@ -50,6 +50,11 @@ type ClusterOptions struct {
 	// LeaseTTL is how long the node is taken to be alive after its last
 	// renewal (Join's leaseTTL). Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// Failover, when rdb is a failover client (redis.NewFailoverClient),
+	// is the options it was made with: the tails' client is then a
+	// failover client of its own, which follows the master through a
+	// failover as rdb does. Nil (the default) for a single server.
+	Failover *redis.FailoverOptions
 }
 
 // NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
@@ -58,13 +63,7 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 	if opt.TTL <= 0 {
 		opt.TTL = time.Hour
 	}
-	// Each running tail (a client served here of a session another node
-	// owns) holds a connection in a blocking read: they get their own pool.
-	topt := *rdb.Options()
-	topt.PoolSize = 1 << 14
-	// Its own notification config: the copied one is rdb's, already bound.
-	topt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	tails := redis.NewClient(&topt)
+	tails := tailClient(rdb, opt.Failover)
 	id := "node_" + uuid.NewString()
 	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL,
 		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter})
@@ -79,6 +78,25 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 		return nil, err
 	}
 	return &Cluster{store: store, node: node, capacity: opt.Capacity, tails: tails}, nil
+}
+
+// tailClient returns a client of rdb's Redis for the tails. Each running
+// tail (a client served here of a session another node owns) holds a
+// connection in a blocking read: they get their own pool. A failover
+// client's copy would dial through rdb's sentinels but keep its pooled
+// connections to a demoted master, which only rdb's pool drops on a
+// switch: the tails get a failover client of their own instead.
+func tailClient(rdb *redis.Client, failover *redis.FailoverOptions) *redis.Client {
+	if failover != nil {
+		fopt := *failover
+		fopt.PoolSize = 1 << 14
+		return redis.NewFailoverClient(&fopt)
+	}
+	topt := *rdb.Options()
+	topt.PoolSize = 1 << 14
+	// Its own notification config: the copied one is rdb's, already bound.
+	topt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return redis.NewClient(&topt)
 }
 
 // Close flushes the store and closes the tails' client.

@@ -18,7 +18,8 @@
 //     base_sum (the seq just before the oldest retained entry and c(base)),
 //     ack_seq, cp (the latest checkpoint) and cp_seq (the seq it is as of),
 //     conn (the attached connection) or detached (when the last one left,
-//     unix ms), and dttl (Options.SessionTTL in ms).
+//     unix ms), dttl (Options.SessionTTL in ms), and lost_writes (how many
+//     seqs Redis lost after acknowledging them, fenced; absent when none).
 //   - baton:{ID}:events — a stream holding the seqs base+1 … last, at
 //     most cap of them; the entry of seq n has the ID "n-0" and the fields
 //     d (the encoded frame) and c (c(n), hex as buffer.NextChecksum gives).
@@ -56,4 +57,17 @@
 // when it has not renewed its lease for four fifths of the lease TTL —
 // Redis stalled, or is cut off from it — before the others can find the
 // lease lapsed and take its runs over; the orchestrator then stops them.
+//
+// # Lost acknowledged writes
+//
+// Redis may lose writes it acknowledged: a Sentinel failover to a replica
+// they had not reached (replication is asynchronous), a restart from an
+// append-only file that lost its last second. The ring's next write then
+// finds the store behind the seq it made durable (BEHIND). The lost
+// events' seqs were given to clients, so they must never name other
+// events: the writer fences them (fence.go) — the store takes the ring's
+// seq and checksum as its last and its base, as if the lost events had
+// been evicted, and the ring's latest checkpoint again — and writes on. A
+// client holding them goes on; one behind them resyncs, as after an
+// eviction. Store.Stats counts the fences.
 package redisstore

@@ -69,6 +69,11 @@ type Ring struct {
 	// durSeq and durSum are the latest seq Redis holds and its checksum.
 	durSeq uint64
 	durSum string
+	// durCp and durCpSeq are the latest checkpoint Redis acknowledged,
+	// if hasDurCp: written again should Redis lose it (fence).
+	durCp    []byte
+	durCpSeq uint64
+	hasDurCp bool
 	// lost is why the ring stopped writing; lostTold that OnLost was
 	// called (or must never be).
 	lost     error

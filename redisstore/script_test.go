@@ -65,7 +65,7 @@ func TestAppendScript(t *testing.T) {
 		{"a retry that overlaps", makeJob(id, "e", 2, 3), 5, nil},
 		{"the next write", makeJob(id, "e", 5, 2), 7, nil},
 		{"a write from behind", makeJob(id, "e", 0, 2), 0, ErrConflict},
-		{"a write from ahead", makeJob(id, "e", 8, 1), 0, ErrConflict},
+		{"a write from ahead: the store lost writes", makeJob(id, "e", 8, 1), 0, errBehind},
 		{"another chain at the same seq", makeJob(id, "x", 7, 1), 0, ErrConflict},
 		{"another chain overlapping", makeJob(id, "x", 6, 2), 0, ErrConflict},
 	}
@@ -190,5 +190,72 @@ func TestRotateToken(t *testing.T) {
 	}
 	if ok, err := s.RotateToken(ctx, "s", "t3", "late"); ok || err != nil {
 		t.Fatalf("a rotation from the committed-away hash: %v, %v", ok, err)
+	}
+}
+
+// TestFenceScript: the fence moves a session up to its writer's seq and
+// checksum only while the store still holds what the writer read and the
+// writer is its owner, and ahead of it.
+func TestFenceScript(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := "s"
+	if err := s.CreateSession(ctx, id, SessionMeta{Capacity: 4}); err != nil {
+		t.Fatal(err)
+	}
+	r := s.NewRing(id, 4, Callbacks{})
+	for i := range 3 {
+		r.Append(ctx, fmt.Sprint("e", i+1), func(seq uint64) ([]byte, error) { return fmt.Appendf(nil, "%d", seq), nil })
+	}
+	r.flight = unit{events: r.open.events}
+	if _, err := appendScript.Run(ctx, c, r.keys[:], job{r: r}.args()...).Result(); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := r.Checksum(ctx, 2)
+	c3, _ := r.Checksum(ctx, 3)
+	fence := func(node string, seen uint64, seenSum string, to uint64, toSum string) (int64, error) {
+		n, err := fenceScript.Run(ctx, c, r.keys[:], node, 0, seen, seenSum, to, toSum, "1", "cp", to).Int64()
+		return n, scriptError(err)
+	}
+	for _, tt := range []struct {
+		name     string
+		node     string
+		seen     uint64
+		seenSum  string
+		to       uint64
+		wantErr  error
+		wantLost int64
+	}{
+		{"another owner", "b", 3, c3, 5, ErrNotOwner, 0},
+		{"the store moved since it was read", "a", 2, c2, 5, ErrConflict, 0},
+		{"another chain", "a", 3, c2, 5, ErrConflict, 0},
+		{"not ahead", "a", 3, c3, 3, ErrConflict, 0},
+		{"the writer ahead", "a", 3, c3, 5, nil, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n, err := fence(tt.node, tt.seen, tt.seenSum, tt.to, "sum5")
+			if !errors.Is(err, tt.wantErr) || n != tt.wantLost {
+				t.Errorf("got %d, %v; want %d, %v", n, err, tt.wantLost, tt.wantErr)
+			}
+		})
+	}
+	m, err := c.HGetAll(ctx, "baton:{s}:meta").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"last_seq": "5", "last_sum": "sum5", "base_seq": "5", "base_sum": "sum5",
+		"cp": "cp", "cp_seq": "5", "lost_writes": "2"} {
+		if m[k] != want {
+			t.Errorf("meta %s = %q, want %q", k, m[k], want)
+		}
+	}
+	if n, err := c.Exists(ctx, "baton:{s}:events").Result(); err != nil || n != 0 {
+		t.Errorf("the stream is still there (%d, %v): it must hold nothing up to the new base", n, err)
 	}
 }

@@ -9,6 +9,10 @@ const (
 	codeNotOwner  = "NOTOWNER"
 	codeConflict  = "CONFLICT"
 	codeExists    = "EXISTS"
+	// codeBehind is the append script's reply when the store holds less
+	// than the writer had written: Redis lost acknowledged writes
+	// (fenceScript). Its message is "BEHIND last_seq last_sum".
+	codeBehind = "BEHIND"
 )
 
 // expireLua is the scripts' one rule for a session's keys' expiry: a
@@ -109,7 +113,8 @@ return 1
 // seq and checksum ARGV[4]/ARGV[5] — or one of this call's own events,
 // with its checksum, when an earlier try of this same write landed but
 // its reply was lost; the events the store holds already are skipped
-// (CONFLICT otherwise).
+// (CONFLICT otherwise). A last_seq below the writer's is BEHIND: the
+// store lost writes it had acknowledged (fenceScript).
 //
 // KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), cap, from seq,
 // c(from), ack (0 = none), has checkpoint ("1"/"0"), checkpoint,
@@ -129,7 +134,10 @@ local base, acked = tonumber(f[4]), tonumber(f[5])
 local from = tonumber(ARGV[4])
 local n = (#ARGV - 9) / 3
 -- c of this call's k-th event (k from 1) is ARGV[9+3k]; its seq ARGV[7+3k].
-if last < from or last > from + n then
+if last < from then
+  return redis.error_reply('BEHIND ' .. last .. ' ' .. lastSum)
+end
+if last > from + n then
   return redis.error_reply('CONFLICT store holds seq ' .. last .. ', the writer had ' .. from)
 end
 local want = ARGV[5]
@@ -177,4 +185,49 @@ end
 if #h > 0 then redis.call('HSET', meta, unpack(h)) end
 expire(meta, events, tonumber(ARGV[2]))
 return last
+`)
+
+// fenceScript moves a session that lost acknowledged writes up to where
+// its writer is. Redis acknowledged the events after last_seq, the writer
+// made them durable and its clients may hold them, but the store no longer
+// has them: a failover to a replica that had not received them
+// (replication is asynchronous), or a restart that lost the end of its
+// append-only file. Their seqs must never be given to other events, so
+// the store takes the writer's last seq and checksum as its last and its
+// base, as if the events between had been evicted: a client that holds
+// them continues, one behind them resyncs. The events it still holds are
+// dropped with them (the stream must hold base+1 … last), the writer's
+// latest checkpoint is written again (the store's may be older than the
+// lost events), and the fence is counted in meta's lost_writes.
+//
+// It refuses as the append script does: NOSESSION, NOTOWNER, and CONFLICT
+// unless the store still holds ARGV[3] with checksum ARGV[4] (what the
+// writer read in the BEHIND reply) and the writer is ahead of it.
+//
+// KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), the store's last
+// seq, its c(last), the writer's seq, its c, has checkpoint ("1"/"0"),
+// checkpoint, checkpoint seq.
+var fenceScript = redis.NewScript(`
+local meta, events = KEYS[1], KEYS[2]
+local f = redis.call('HMGET', meta, 'owner', 'last_seq', 'last_sum')
+local owner = f[1]
+if not owner then
+  return redis.error_reply('NOSESSION session is not in the store')
+end
+if owner ~= ARGV[1] then
+  return redis.error_reply('NOTOWNER session is owned by ' .. owner)
+end
+local last, to = tonumber(f[2]), tonumber(ARGV[5])
+if last ~= tonumber(ARGV[3]) or f[3] ~= ARGV[4] or last >= to then
+  return redis.error_reply('CONFLICT store holds seq ' .. last .. ', the writer read ' .. ARGV[3])
+end
+redis.call('DEL', events)
+redis.call('HSET', meta, 'last_seq', to, 'last_sum', ARGV[6], 'base_seq', to, 'base_sum', ARGV[6])
+if ARGV[7] == '1' then
+  redis.call('HSET', meta, 'cp', ARGV[8], 'cp_seq', ARGV[9])
+end
+redis.call('HINCRBY', meta, 'lost_writes', to - last)
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then redis.call('PEXPIRE', meta, ttl) end
+return to - last
 `)

@@ -99,7 +99,7 @@ type Store struct {
 
 // stats counts the writer's work (atomics: read by Stats).
 type stats struct {
-	roundTrips, scripts, entries atomic.Uint64
+	roundTrips, scripts, entries, fences atomic.Uint64
 }
 
 // Stats is what the writer did so far.
@@ -110,6 +110,9 @@ type Stats struct {
 	Scripts uint64
 	// Entries is the number of events written.
 	Entries uint64
+	// Fences is the number of times a session was found to have lost
+	// writes Redis had acknowledged, and fenced (fenceScript).
+	Fences uint64
 }
 
 // New returns a Store writing through client as node opt.Node, and
@@ -169,6 +172,7 @@ func (s *Store) Stats() Stats {
 		RoundTrips: s.written.roundTrips.Load(),
 		Scripts:    s.written.scripts.Load(),
 		Entries:    s.written.entries.Load(),
+		Fences:     s.written.fences.Load(),
 	}
 }
 
@@ -342,6 +346,7 @@ func scriptError(err error) error {
 		{codeNotOwner, ErrNotOwner},
 		{codeConflict, ErrConflict},
 		{codeExists, ErrExists},
+		{codeBehind, errBehind},
 	} {
 		if redis.HasErrorPrefix(err, c.code) {
 			return fmt.Errorf("%w (%v)", c.err, err)

@@ -140,6 +140,24 @@ func (s *Store) write(jobs []job) (failed bool) {
 		case err == nil:
 			s.written.entries.Add(uint64(len(j.r.flight.events)))
 			j.r.written()
+		case redis.HasErrorPrefix(err, codeBehind):
+			// Redis lost writes it had acknowledged: fence them off, then
+			// send the flight again.
+			if ferr := s.fence(ctx, j, err); ferr != nil {
+				if serr := scriptError(ferr); serr != ferr {
+					ferr = fmt.Errorf("redisstore: write session %s: %w", j.r.id, serr)
+					s.log.Warn("redisstore: session lost", "session", j.r.id, "err", ferr)
+					j.r.lose(ferr)
+					continue
+				}
+				failed = true
+				if firstErr == nil {
+					firstErr = ferr
+				}
+				j.r.retry(fmt.Errorf("redisstore: write session %s: %w", j.r.id, ferr), began)
+				continue
+			}
+			j.r.retry(nil, began)
 		case redis.HasErrorPrefix(err, "NOSCRIPT") || errors.Is(err, redis.ErrNoScript):
 			// Redis lost its script cache (restarted): load it and send
 			// again; the script had not run.
@@ -209,6 +227,9 @@ func (j job) args() []any {
 func (r *Ring) written() {
 	r.mu.Lock()
 	ev := r.flight.events
+	if r.flight.hasCp {
+		r.durCp, r.durCpSeq, r.hasDurCp = r.flight.cp, r.flight.cpSeq, true
+	}
 	r.flight, r.inflight = unit{}, false
 	r.pending -= len(ev)
 	r.failingSince = time.Time{}

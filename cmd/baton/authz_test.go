@@ -305,6 +305,8 @@ func TestRedactArgs(t *testing.T) {
 		{"static tokens in a file", []string{"baton", "--auth-tokens=@/etc/tokens"}, []string{"baton", "--auth-tokens=@/etc/tokens"}},
 		{"redis password", []string{"baton", "--redis-url", "redis://:pw@h:6379/0"}, []string{"baton", "--redis-url", "redis://:" + redacted + "@h:6379/0"}},
 		{"redis user and password", []string{"baton", "--redis-url=rediss://u:pw@h/1"}, []string{"baton", "--redis-url=rediss://u:" + redacted + "@h/1"}},
+		{"sentinel URL with the master's password", []string{"baton", "--redis-url=redis://:spw@s1:26379/0?master_name=m&password=mpw"},
+			[]string{"baton", "--redis-url=redis://:" + redacted + "@s1:26379/0?master_name=m&password=" + redacted}},
 		{"redis without a password", []string{"baton", "--redis-url", "redis://h:6379/0"}, []string{"baton", "--redis-url", "redis://h:6379/0"}},
 		{"an unparsable URL", []string{"baton", "--openai-base-url", "http://u:p w@[x"}, []string{"baton", "--openai-base-url", redacted}},
 		{"the secret file's name", []string{"baton", "--jwt-secret-file", "/run/s"}, []string{"baton", "--jwt-secret-file", "/run/s"}},

@@ -112,7 +112,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&o.MaxFrameBytes, "max-frame-bytes", 1<<20, "longest event frame sent, in bytes; a longer one has its long texts cut, marked truncated (0: no cap; else at least 4096)")
 	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", 128<<10, "longest text kept of what a model returns (a task's result, the plan's texts, the final answer), in bytes; longer is cut where it enters, marked truncated (at least 1024)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
-	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis (redis://[:password@]host:port/db, rediss:// for TLS)")
+	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis: one server (redis://[:password@]host:port/db) or a Sentinel setup (redis://[:password@]sentinel:port/db?master_name=NAME&addr=sentinel2:port, the master's name and each sentinel; Baton follows the master through a failover); rediss:// for TLS")
 	fs.DurationVar(&c.redisGiveUp, "redis-give-up", 30*time.Second, "with --store redis, how long a session's writes are retried while Redis fails (stalls, is unreachable) before this node gives the session up; the client's resume adopts it again once Redis answers")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", redisstore.DefaultLeaseTTL, "with --store redis, how long a node that stops renewing its liveness in Redis is still taken to be alive; then the other nodes take its runs over (renewed three times per TTL)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
@@ -260,6 +260,10 @@ func (c *config) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("%s redis needs a Redis to use: set --redis-url or BATON_REDIS_URL (e.g. redis://127.0.0.1:6379/0)", c.src("store"))
 	case c.store == "memory" && c.redisURL != "":
 		return fmt.Errorf("%s is set but the store is memory: add --store redis to keep sessions in Redis", c.src("redis-url"))
+	case c.store == "redis":
+		if _, err := parseRedisURL(c.redisURL); err != nil {
+			return fmt.Errorf("%s: %w (want %s)", c.src("redis-url"), err, redisURLForms)
+		}
 	}
 	patterns, err := originPatterns(c.allowedOrigins)
 	if err != nil {

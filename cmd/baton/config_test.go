@@ -76,6 +76,14 @@ func TestFlags(t *testing.T) {
 			want: `configure: BATON_STORE redis needs a Redis to use: set --redis-url or BATON_REDIS_URL (e.g. redis://127.0.0.1:6379/0)`},
 		{name: "redis URL with the memory store", env: map[string]string{"BATON_REDIS_URL": "redis://127.0.0.1:6379"},
 			want: `configure: BATON_REDIS_URL is set but the store is memory: add --store redis to keep sessions in Redis`},
+		{name: "redis URL with an unknown option", args: []string{"--store", "redis", "--redis-url", "redis://:hunter2@127.0.0.1:6379/0?nope=1"},
+			want: "configure: --redis-url: redis: unexpected option: nope (want " + redisURLForms + ")"},
+		{name: "sentinel URL with an empty master name", env: map[string]string{"BATON_STORE": "redis", "BATON_REDIS_URL": "redis://127.0.0.1:26379?master_name="},
+			want: "configure: BATON_REDIS_URL: master_name is empty: name the master the sentinels monitor (want " + redisURLForms + ")"},
+		{name: "sentinel URL with a bad sentinel address", args: []string{"--store", "redis", "--redis-url", "redis://127.0.0.1:26379?master_name=m&addr=nohost"},
+			want: "configure: --redis-url: redis: unable to parse addr param: nohost (want " + redisURLForms + ")"},
+		{name: "redis URL that is no URL", args: []string{"--store", "redis", "--redis-url", "redis://:hunter2@[::1/0"},
+			want: "configure: --redis-url: not a URL: missing ']' in host (want " + redisURLForms + ")"},
 		{name: "unusable address", args: []string{"--addr", "nowhere"},
 			want: `listen on --addr "nowhere": listen tcp: address nowhere: missing port in address`},
 	}
@@ -103,7 +111,7 @@ func TestHelp(t *testing.T) {
 	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &stdout, &stderr); err != nil {
 		t.Fatalf("run --help: %v", err)
 	}
-	for _, want := range []string{"BATON_<NAME>", "BATON_SESSION_TTL=10m", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--session-ttl duration", `(default ":8080")`} {
+	for _, want := range []string{"BATON_<NAME>", "BATON_SESSION_TTL=10m", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--session-ttl duration", `(default ":8080")`, "?master_name=NAME"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, stderr.String())
 		}

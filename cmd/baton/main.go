@@ -23,8 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/metrics"
@@ -271,28 +269,30 @@ func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, ser
 	return nil
 }
 
-// joinCluster connects to the Redis of --redis-url and joins the cluster of
-// Batons using it, as copt says. ping asks that Redis whether it answers.
+// joinCluster connects to the Redis of --redis-url (one server, or the
+// master of a Sentinel setup) and joins the cluster of Batons using it, as
+// copt says. ping asks that Redis whether it answers.
 func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, log *slog.Logger) (cl *redisstore.Cluster, closeCluster func() error,
 	ping func(context.Context) error, err error) {
-	opt, err := redis.ParseURL(c.redisURL)
+	rc, err := parseRedisURL(c.redisURL)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w (want redis://[:password@]host:port/db)", c.src("redis-url"), err)
+		return nil, nil, nil, fmt.Errorf("%s: %w (want %s)", c.src("redis-url"), err, redisURLForms)
 	}
 	logRedisTo(log)
-	rdb := redis.NewClient(opt)
+	rdb := rc.client()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
-		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", opt.Addr, err)
+		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", rc, err)
 	}
+	copt.Failover = rc.failover
 	cl, err = redisstore.NewCluster(pctx, rdb, copt)
 	if err != nil {
 		rdb.Close()
-		return nil, nil, nil, fmt.Errorf("join the cluster on %s: %w", opt.Addr, err)
+		return nil, nil, nil, fmt.Errorf("join the cluster on %s: %w", rc, err)
 	}
-	log.Info("joined the cluster", "node", cl.Node(), "redis", opt.Addr)
+	log.Info("joined the cluster", "node", cl.Node(), "redis", rc.String())
 	return cl, func() error { return errors.Join(cl.Close(), rdb.Close()) },
 		func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, nil
 }

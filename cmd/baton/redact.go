@@ -30,8 +30,9 @@ func redactTokens(v string) string {
 	return redacted
 }
 
-// redactURL is u with its password replaced; a value that does not parse
-// as a URL is replaced whole, since it may still hold one.
+// redactURL is u with its password replaced, in its user part and in a
+// password parameter (a Sentinel URL's master password); a value that
+// does not parse as a URL is replaced whole, since it may still hold one.
 func redactURL(v string) string {
 	u, err := url.Parse(v)
 	if err != nil {
@@ -39,6 +40,10 @@ func redactURL(v string) string {
 	}
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), redacted)
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", redacted)
+		u.RawQuery = q.Encode()
 	}
 	return u.String()
 }

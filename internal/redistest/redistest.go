@@ -1,8 +1,10 @@
 // Package redistest runs a real redis-server for tests: one process per
-// Start, on a free loopback port, with no persistence (StartAOF: with an
-// append-only file), in the test's temporary directory, stopped when the
-// test ends. It owns only the process and the port; what the tests store in
-// it is theirs.
+// Start, on a free loopback port, with no persistence (or an append-only
+// file: StartConfig, StartAOF), in the test's temporary directory, stopped
+// when the test ends; and a Sentinel setup of a master, a replica and
+// sentinels (StartFailover, sentinel.go), the same binary in Sentinel mode.
+// It owns only the processes and the ports; what the tests store in them
+// is theirs.
 //
 // Without redis-server on PATH (Debian's redis-server package) a test that
 // needs it is skipped, and counted in the package's skip report, or fails
@@ -39,6 +41,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	cfg  Config
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has been waited for
@@ -46,16 +49,37 @@ type Server struct {
 	conf   []string      // more redis-server arguments, after the defaults (aof.go)
 }
 
+// Config is how StartConfig runs a redis-server. The zero value is what
+// Start runs: a master that persists nothing.
+type Config struct {
+	// AppendOnly persists every write to an append-only file in the
+	// server's directory, fsynced before the write is answered
+	// (appendfsync always): Restart then brings the data back.
+	AppendOnly bool
+	// ReplicaOf is the host:port of the master this server replicates;
+	// "" (the default) runs a master.
+	ReplicaOf string
+	// sentinel runs the server in Sentinel mode with this configuration
+	// file's contents (sentinel.go).
+	sentinel string
+}
+
 // Start runs a redis-server for t and stops it when t ends. It skips t (or
 // fails it when CI is set) when redis-server is not installed; the
 // package's TestMain must wrap its M with skipreport.Reporting.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartConfig(t, Config{})
+}
+
+// StartConfig is Start with cfg.
+func StartConfig(t testing.TB, cfg Config) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		skipreport.Skip(t, "redis-server not found: install Debian's redis-server (7.0 or later) to run the Redis tests")
 	}
-	s := &Server{bin: bin, dir: t.TempDir()}
+	s := &Server{bin: bin, dir: t.TempDir(), cfg: cfg}
 	// A port found free may be taken before redis-server binds it; try
 	// another then.
 	for attempt := 1; ; attempt++ {
@@ -93,7 +117,8 @@ func (s *Server) Kill(t testing.TB) {
 	s.stop()
 }
 
-// Restart kills the server and starts a new, empty one on the same port.
+// Restart kills the server (SIGKILL) and starts it again on the same port
+// and directory: empty, unless Config.AppendOnly had it keep its data.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.stop()
@@ -126,11 +151,32 @@ func (s *Server) Continue(t testing.TB) {
 // process exits, or startTimeout passes.
 func (s *Server) start() error {
 	logPath := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port))
-	cmd := exec.Command(s.bin,
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", logPath, "--daemonize", "no")
-	cmd.Args = append(cmd.Args, s.conf...)
+		"--logfile", logPath, "--daemonize", "no",
+		// A replica's first sync starts at once, not after the default 5s
+		// wait for more replicas.
+		"--repl-diskless-sync-delay", "0"}
+	if s.cfg.AppendOnly {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	if s.cfg.ReplicaOf != "" {
+		host, port, _ := net.SplitHostPort(s.cfg.ReplicaOf)
+		args = append(args, "--replicaof", host, port)
+	}
+	if s.cfg.sentinel != "" {
+		// Sentinel rewrites its configuration file: each start writes it
+		// afresh, with this port.
+		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", s.port))
+		if err := os.WriteFile(conf, []byte(s.cfg.sentinel), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", conf, err)
+		}
+		args = append([]string{conf, "--sentinel"}, args[:2]...)
+		args = append(args, "--bind", "127.0.0.1", "--dir", s.dir, "--logfile", logPath, "--daemonize", "no")
+	} else {
+		args = append(args, s.conf...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}

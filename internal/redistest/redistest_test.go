@@ -121,3 +121,69 @@ func TestMissingServer(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendOnlyRestart: with an append-only file, a write answered
+// before a SIGKILL is there after Restart.
+func TestAppendOnlyRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := redistest.StartConfig(t, redistest.Config{AppendOnly: true})
+	c := s.Client(t)
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	s.Restart(t)
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Errorf("GET after Restart: %q, %v; want the value written before", v, err)
+	}
+}
+
+// TestFailover: go-redis's failover client, given the setup's URL,
+// writes to the master, and after a failover to the replica, which has
+// what it wrote.
+func TestFailover(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := redistest.StartFailover(t, 2)
+	opt, err := redis.ParseFailoverURL(f.URL())
+	if err != nil {
+		t.Fatalf("ParseFailoverURL(%s): %v", f.URL(), err)
+	}
+	if len(opt.SentinelAddrs) != 2 || opt.MasterName != redistest.MasterName {
+		t.Errorf("URL %s parsed as sentinels %v, master %q", f.URL(), opt.SentinelAddrs, opt.MasterName)
+	}
+	c := redis.NewFailoverClient(opt)
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	if addr, err := f.MasterAddr(ctx); err != nil || addr != f.Master.Addr() {
+		t.Fatalf("master %s (%v), want %s", addr, err, f.Master.Addr())
+	}
+	// WAIT: the replica has the write before it is promoted.
+	if n, err := c.Wait(ctx, 1, 5000).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+	f.Failover(t)
+	if addr, err := f.MasterAddr(ctx); err != nil || addr != f.Replica.Addr() {
+		t.Fatalf("master after the failover %s (%v), want %s", addr, err, f.Replica.Addr())
+	}
+	// The client follows the master: a write succeeds (the old master,
+	// now a replica, would refuse it as READONLY).
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := c.Set(ctx, "k2", "v2", 0).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SET after the failover: %v", err)
+		}
+		<-tick.C
+	}
+	if v, err := f.Replica.Client(t).Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Errorf("GET on the new master: %q, %v", v, err)
+	}
+}
