@@ -117,8 +117,9 @@ func runSession(ctx context.Context, cfg config, urls []string, name string, rng
 	defer cancel()
 	drops := make(chan struct{})
 	dropped := make(chan int, 1)
+	dropRNG := rand.New(rand.NewPCG(rng.Uint64(), 0)) // its own: rng is the session loop's
 	go func() { // owned by runSession: it waits for dropped
-		dropped <- dropLoop(cl, cfg.dropRate, rand.New(rand.NewPCG(rng.Uint64(), 0)), drops)
+		dropped <- dropLoop(cl, cfg.dropRate, dropRNG, drops)
 	}()
 
 	for r := 0; ctx.Err() == nil && time.Now().Before(ph.stopRuns); r++ {
