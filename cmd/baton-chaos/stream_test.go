@@ -61,10 +61,10 @@ func TestRuns(t *testing.T) {
 		return client.Frame{Event: wsproto.EventStateSnapshot, Metadata: b}
 	}
 	tests := []struct {
-		name                    string
-		frames                  []client.Frame
+		name                   string
+		frames                 []client.Frame
 		started, ended, failed int
-		open                    []string
+		open                   []string
 	}{
 		{name: "a run to its final answer", frames: []client.Frame{ev(wsproto.EventPlanStart, "r1"), ev(wsproto.EventFinalAnswer, "r1")},
 			started: 1, ended: 1},
