@@ -99,16 +99,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.keep, "keep", false, "keep the directory of logs, Redis data and the tool ledger (kept anyway on failure)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress or fault lines")
-	fs.DurationVar(&c.giveUp, "redis-give-up", 2*time.Second, "the nodes' --redis-give-up: short, so a stall makes a node give sessions up and a resume adopt them")
-	fs.DurationVar(&c.leaseTTL, "lease-ttl", 3*time.Second, "the nodes' --lease-ttl: a stall or partition longer lets another node take a node's runs over")
+	fs.DurationVar(&c.giveUp, "redis-give-up", 2*time.Second, "the nodes' --redis-give-up: short, so a stall makes a node give sessions up and a resume adopt them (0: the node's default)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl: a stall or partition longer lets another node take a node's runs over (0: the node's default, 3s)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if c.nodes < 2 || c.nodes > 3 {
 		return c, errors.New("--nodes must be 2 or 3")
 	}
-	if c.clients < 1 || c.duration <= 0 || c.settle <= 0 || c.every <= 0 || c.dropRate < 0 {
-		return c, errors.New("--clients must be at least 1; --duration, --settle and --fault-every above 0; --drop-rate not negative")
+	if c.clients < 1 || c.duration <= 0 || c.settle <= 0 || c.every <= 0 || c.dropRate < 0 || c.giveUp < 0 || c.leaseTTL < 0 {
+		return c, errors.New("--clients must be at least 1; --duration, --settle and --fault-every above 0; --drop-rate, --redis-give-up and --lease-ttl not negative")
 	}
 	var err error
 	if c.kinds, err = parseKinds(*faults); err != nil {
@@ -201,7 +201,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}()
 	urls := make([]string, cfg.nodes)
 	for i := range nodes {
-		n, err := newNode(i, dir, bin, rs.addr(), cfg, append(mcpCmd, "-ledger", ledger))
+		n, err := newNode(i, dir, bin, rs.addr(), cfg, append(mcpCmd, "-ledger", ledger, "-node", string(nodeName(i))))
 		if err != nil {
 			return err
 		}
@@ -304,10 +304,16 @@ func newNode(i int, dir, bin, redisAddr string, cfg config, mcp []string) (*node
 		log: filepath.Join(dir, "node-"+name+".log")}
 	n.args = []string{"--addr", n.addr, "--store", "redis", "--redis-url", "redis://" + p.Addr() + "/0",
 		"--sim-delay", cfg.simDelay.String(), "--retry-base", "20ms", "--log-level", "debug",
-		"--redis-give-up", cfg.giveUp.String(), "--lease-ttl", cfg.leaseTTL.String(),
 		"--mcp", "count=" + strings.Join(mcp, " "), "--mcp-trust", "count",
 		// Every client comes from 127.0.0.1.
 		"--max-conns-per-ip", "0", "--max-sessions-per-ip", "0", "--rate-limit", "0"}
+	// 0 leaves the node's default, and a baton older than the flag works.
+	if cfg.giveUp > 0 {
+		n.args = append(n.args, "--redis-give-up", cfg.giveUp.String())
+	}
+	if cfg.leaseTTL > 0 {
+		n.args = append(n.args, "--lease-ttl", cfg.leaseTTL.String())
+	}
 	return n, nil
 }
 

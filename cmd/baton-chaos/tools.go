@@ -11,15 +11,18 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The counting tool: every node runs this command as an MCP server
-// (baton-chaos mcp-count -ledger FILE), whose one tool, record, appends
-// "start KEY" to the ledger when called and "end KEY" just before it
-// returns. The clients give each task's call a key of its own, so a key
-// started again after it ended is a completed tool call done twice.
+// (baton-chaos mcp-count -ledger FILE -node NAME), whose one tool, record,
+// appends "start KEY NODE TIME" to the ledger when called and "end KEY
+// NODE TIME" just before it returns (TIME in Unix milliseconds; the node
+// and the time are for whoever reads a failure). The clients give each
+// task's call a key of its own, so a key started again after it ended is a
+// completed tool call done twice.
 
 // mcpCommand is the first argument that runs the command as the server.
 const mcpCommand = "mcp-count"
@@ -31,6 +34,7 @@ const toolName = "count__record"
 func serveCounter(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(mcpCommand, flag.ContinueOnError)
 	ledger := fs.String("ledger", "", "file each call's start and end are appended to")
+	node := fs.String("node", "-", "the node the server runs on, written on each line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,7 +52,7 @@ func serveCounter(ctx context.Context, args []string) error {
 		defer mu.Unlock()
 		// One write of one line to an O_APPEND file: the nodes' servers
 		// share the ledger without interleaving.
-		_, err := f.WriteString(what + " " + key + "\n")
+		_, err := fmt.Fprintf(f, "%s %s %s %d\n", what, key, *node, time.Now().UnixMilli())
 		return err
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "baton-chaos-count", Version: "1"}, nil)
@@ -91,10 +95,11 @@ func countLedger(r io.Reader) (toolCounts, error) {
 	keys := map[string]*state{}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		what, key, ok := strings.Cut(sc.Text(), " ")
-		if !ok || key == "" {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
 			return c, fmt.Errorf("ledger: bad line %q", sc.Text())
 		}
+		what, key := fields[0], fields[1]
 		k := keys[key]
 		if k == nil {
 			k = &state{}

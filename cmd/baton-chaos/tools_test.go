@@ -15,6 +15,7 @@ func TestCountLedger(t *testing.T) {
 		{name: "empty", ledger: "", want: toolCounts{}},
 		{name: "each call once", ledger: "start a\nend a\nstart b\nend b\n", want: toolCounts{Calls: 2, Keys: 2}},
 		{name: "interleaved across nodes", ledger: "start a\nstart b\nend b\nend a\n", want: toolCounts{Calls: 2, Keys: 2}},
+		{name: "with node and time", ledger: "start a n1 17\nend a n1 18\nstart a n2 40\nend a n2 41\n", want: toolCounts{Calls: 2, Keys: 1, Repeated: 1}},
 		{name: "a completed call done again", ledger: "start a\nend a\nstart a\nend a\n", want: toolCounts{Calls: 2, Keys: 1, Repeated: 1}},
 		{name: "a call cut by a crash, done again", ledger: "start a\nstart a\nend a\n", want: toolCounts{Calls: 2, Keys: 1, Interrupted: 1}},
 		{name: "cut, done again, then done a third time", ledger: "start a\nstart a\nend a\nstart a\n", want: toolCounts{Calls: 3, Keys: 1, Repeated: 1, Interrupted: 1}},
