@@ -25,7 +25,18 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(skipreport.Reporting(m))
+	goleak.VerifyTestMain(skipreport.Reporting(removingBin{m}))
+}
+
+// removingBin runs the tests, then removes the baton they built.
+type removingBin struct{ m *testing.M }
+
+func (r removingBin) Run() int {
+	code := r.m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	return code
 }
 
 var (
@@ -45,7 +56,10 @@ func batonBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		binPath, buildErr = buildBaton(context.Background(), dir, raceEnabled)
+		binPath = filepath.Join(dir, "baton")
+		if _, buildErr = buildBaton(context.Background(), dir, raceEnabled); buildErr != nil {
+			os.RemoveAll(dir)
+		}
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
