@@ -34,8 +34,6 @@ func (v *violations) add(o violations) {
 	v.Other += o.Other
 }
 
-func (v violations) total() int { return v.Gaps + v.Duplicates + v.Forks + v.Other }
-
 // classify sorts the client's violations (client.Stats.Violations) by
 // their prefix, which the client package writes.
 func classify(list []string) violations {
