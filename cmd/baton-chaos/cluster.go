@@ -80,22 +80,34 @@ func (p *process) kill() error {
 	}
 }
 
-// redisServer is the run's redis-server, with an append-only file synced
-// on every write (appendfsync always), so a restart keeps every write it
-// acknowledged.
+// redisServer is one of the run's redis-servers: with an append-only file
+// synced on every write (appendfsync always), so a restart keeps every
+// write it acknowledged; or a sentinel.
 type redisServer struct {
 	bin, dir string
 	port     int
+	opt      redisOptions
+	started  bool       // once: set by start, read by start
 	mu       sync.Mutex // guards proc
 	proc     *process
 }
 
-func startRedis(ctx context.Context, dir string) (*redisServer, error) {
+// redisOptions say what a redisServer is besides a master.
+type redisOptions struct {
+	replicaOf string // host:port of its master: a replica
+	// sentinel is the configuration of a sentinel (the server in Sentinel
+	// mode); its file is written at the first start, and the sentinel
+	// rewrites it.
+	sentinel func(port int) string
+}
+
+// startRedis starts a redis-server in dir (which must exist) on a free port.
+func startRedis(ctx context.Context, dir string, opt redisOptions) (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found: install Debian's redis-server: %w", err)
 	}
-	r := &redisServer{bin: bin, dir: dir}
+	r := &redisServer{bin: bin, dir: dir, opt: opt}
 	// A port found free may be taken before redis-server binds it.
 	for attempt := 1; ; attempt++ {
 		if r.port, err = freePort(); err != nil {
@@ -115,10 +127,28 @@ func (r *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strco
 // start runs redis-server on its port and dir, and waits until it answers
 // PING: after a restart, once it has loaded its append-only file.
 func (r *redisServer) start(ctx context.Context) error {
-	cmd := exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r.dir,
-		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no")
-	p, _, err := startProcess(cmd, nil)
+	args := []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--dir", r.dir,
+		"--logfile", filepath.Join(r.dir, "redis.log"), "--daemonize", "no"}
+	switch {
+	case r.opt.sentinel != nil:
+		conf := filepath.Join(r.dir, "sentinel.conf")
+		if _, err := os.Stat(conf); err != nil {
+			if err := os.WriteFile(conf, []byte(r.opt.sentinel(r.port)), 0o600); err != nil {
+				return fmt.Errorf("sentinel config: %w", err)
+			}
+		}
+		args = append([]string{conf, "--sentinel"}, args...)
+	default:
+		args = append(args, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+		// Only at the first start: restarted, a server comes back as a
+		// master with what it had, and the sentinels make it a replica
+		// again if another is the master now.
+		if r.opt.replicaOf != "" && !r.started {
+			host, port, _ := net.SplitHostPort(r.opt.replicaOf)
+			args = append(args, "--replicaof", host, port)
+		}
+	}
+	p, _, err := startProcess(exec.Command(r.bin, args...), nil)
 	if err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
@@ -127,6 +157,7 @@ func (r *redisServer) start(ctx context.Context) error {
 	for {
 		err := ping(ctx, r.addr())
 		if err == nil {
+			r.started = true
 			r.mu.Lock()
 			r.proc = p
 			r.mu.Unlock()

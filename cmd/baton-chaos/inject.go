@@ -12,7 +12,7 @@ import (
 
 // injector makes the faults of a schedule and heals them.
 type injector struct {
-	redis *redisServer
+	redis *redisSet
 	nodes []*node
 	log   io.Writer // a line per fault; io.Discard when quiet
 
@@ -21,7 +21,7 @@ type injector struct {
 	errs   []string // faults that could not be made or healed
 }
 
-func newInjector(r *redisServer, nodes []*node, log io.Writer) *injector {
+func newInjector(r *redisSet, nodes []*node, log io.Writer) *injector {
 	return &injector{redis: r, nodes: nodes, log: log, counts: map[kind]int{}}
 }
 
@@ -69,11 +69,18 @@ func (in *injector) make(ctx context.Context, f fault) {
 	case faultPubSubKill:
 		err = in.killPubSub(ctx)
 	case faultRedisRestart:
-		err = in.redis.restart(ctx)
+		// The master, under Sentinel: a restart quicker than the
+		// sentinels' down-after time fails nothing over.
+		var m *redisServer
+		if m, err = in.redis.master(ctx); err == nil {
+			err = m.restart(ctx)
+		}
+	case faultFailover:
+		err = in.redis.failover(ctx)
 	case faultNodeKill:
 		err = n.kill()
 	default:
-		err = fmt.Errorf("not built")
+		err = fmt.Errorf("unknown fault")
 	}
 	if err != nil {
 		in.fail("%s: %v", f, err)
@@ -103,9 +110,11 @@ func (in *injector) heal(ctx context.Context, f fault) {
 // healAll undoes every fault there may be, whatever the schedule did: the
 // end of the run, when every run must be able to end.
 func (in *injector) healAll(ctx context.Context) {
-	if !in.redis.running() {
-		if err := in.redis.start(ctx); err != nil {
-			in.fail("heal redis: %v", err)
+	for _, r := range in.redis.all() {
+		if !r.running() {
+			if err := r.start(ctx); err != nil {
+				in.fail("heal redis-server %s: %v", r.addr(), err)
+			}
 		}
 	}
 	for _, n := range in.nodes {
@@ -120,10 +129,14 @@ func (in *injector) healAll(ctx context.Context) {
 	}
 }
 
-// killPubSub closes every pub/sub connection of Redis: every node's
-// subscriber blinks and reconnects.
+// killPubSub closes every pub/sub connection of Redis (the master):
+// every node's subscriber blinks and reconnects.
 func (in *injector) killPubSub(ctx context.Context) error {
-	rdb := redis.NewClient(&redis.Options{Addr: in.redis.addr()})
+	m, err := in.redis.master(ctx)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: m.addr()})
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

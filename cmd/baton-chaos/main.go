@@ -8,7 +8,9 @@
 // another node, each checking its own stream; and injects, on a random
 // schedule drawn from --seed, latency, stalls, connection resets, a
 // partition of one node from Redis, a pub/sub kill, a Redis restart from
-// its append-only file, and kill -9 of a node (started again). Every task
+// its append-only file, and kill -9 of a node (started again); with
+// --sentinel, Redis is a master, a replica and three sentinels, and
+// failovers are among the faults (sentinel.go). Every task
 // that calls a tool calls a counting MCP server (this command, run as
 // "baton-chaos mcp-count"), whose ledger shows a completed tool call done
 // twice.
@@ -89,10 +91,10 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", time.Minute, "how long faults are injected and runs started")
 	fs.DurationVar(&c.settle, "settle", 2*time.Minute, "after --duration, how long the runs still open may take to end (a run open after it is stranded)")
 	fs.DurationVar(&c.every, "fault-every", 3*time.Second, "mean time between the end of one fault and the start of the next")
-	faults := fs.String("faults", joinKinds(kinds), "the faults to inject, comma-separated")
+	faults := fs.String("faults", "", "the faults to inject, comma-separated (default "+joinKinds(kinds)+"; with --sentinel "+joinKinds(sentinelKinds)+")")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed of the schedule and the clients (0: one from the clock, printed)")
 	fs.Float64Var(&c.dropRate, "drop-rate", 6, "connection drops per client per minute")
-	fs.BoolVar(&c.sentinel, "sentinel", false, "run Redis under Sentinel and inject failovers")
+	fs.BoolVar(&c.sentinel, "sentinel", false, "run Redis as a Sentinel setup (a master, a replica, three sentinels) and inject failovers; the nodes then reach Redis directly, not through their fault proxies, and need a baton whose --redis-url takes a Sentinel URL")
 	fs.StringVar(&c.baton, "baton", "", "the baton binary (default: go build ./cmd/baton of this module into a temporary directory)")
 	fs.BoolVar(&c.race, "race", false, "build baton with -race (without --baton)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 30*time.Millisecond, "the nodes' --sim-delay")
@@ -111,13 +113,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("--clients must be at least 1; --duration, --settle and --fault-every above 0; --drop-rate, --redis-give-up and --lease-ttl not negative")
 	}
 	var err error
-	if c.kinds, err = parseKinds(*faults); err != nil {
-		return c, err
+	switch {
+	case *faults != "":
+		c.kinds, err = parseKinds(*faults, c.sentinel)
+	case c.sentinel:
+		c.kinds = sentinelKinds
+	default:
+		c.kinds = kinds
 	}
-	if c.sentinel {
-		// Sentinel support in --redis-url and its test harness are being
-		// built apart; until they are here, say so rather than pretend.
-		return c, fmt.Errorf("--sentinel: the %s fault is not built yet (it needs Baton's Sentinel support in --redis-url)", faultFailover)
+	if err != nil {
+		return c, err
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -181,15 +186,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	ledger := filepath.Join(dir, "tools.ledger")
 
 	// Every process is killed on the way out, whatever the way.
-	redisDir := filepath.Join(dir, "redis")
-	if err := os.Mkdir(redisDir, 0o755); err != nil {
-		return err
-	}
-	rs, err := startRedis(ctx, redisDir)
+	rs, err := startRedisSet(ctx, dir, cfg.sentinel)
+	defer rs.kill()
 	if err != nil {
 		return err
 	}
-	defer rs.kill()
 	nodes := make([]*node, cfg.nodes)
 	defer func() {
 		for _, n := range nodes {
@@ -201,7 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}()
 	urls := make([]string, cfg.nodes)
 	for i := range nodes {
-		n, err := newNode(i, dir, bin, rs.addr(), cfg, append(mcpCmd, "-ledger", ledger, "-node", string(nodeName(i))))
+		n, err := newNode(i, dir, bin, rs, cfg, append(mcpCmd, "-ledger", ledger, "-node", string(nodeName(i))))
 		if err != nil {
 			return err
 		}
@@ -289,8 +290,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 }
 
 // newNode makes node i's fault proxy and command line.
-func newNode(i int, dir, bin, redisAddr string, cfg config, mcp []string) (*node, error) {
-	p, err := faultproxy.Start(redisAddr)
+func newNode(i int, dir, bin string, rs *redisSet, cfg config, mcp []string) (*node, error) {
+	p, err := faultproxy.Start(rs.servers[0].addr())
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +303,11 @@ func newNode(i int, dir, bin, redisAddr string, cfg config, mcp []string) (*node
 	name := string(nodeName(i))
 	n := &node{name: name, addr: "127.0.0.1:" + strconv.Itoa(port), bin: bin, proxy: p,
 		log: filepath.Join(dir, "node-"+name+".log")}
-	n.args = []string{"--addr", n.addr, "--store", "redis", "--redis-url", "redis://" + p.Addr() + "/0",
+	redisURL := "redis://" + p.Addr() + "/0"
+	if cfg.sentinel {
+		redisURL = rs.url() // the sentinels name the master: no proxy in the way
+	}
+	n.args = []string{"--addr", n.addr, "--store", "redis", "--redis-url", redisURL,
 		"--sim-delay", cfg.simDelay.String(), "--retry-base", "20ms", "--log-level", "debug",
 		"--mcp", "count=" + strings.Join(mcp, " "), "--mcp-trust", "count",
 		// Every client comes from 127.0.0.1.

@@ -87,20 +87,23 @@ func TestSchedule(t *testing.T) {
 
 func TestParseKinds(t *testing.T) {
 	tests := []struct {
-		name    string
-		in      string
-		want    []kind
-		wantErr bool
+		name     string
+		in       string
+		sentinel bool
+		want     []kind
+		wantErr  bool
 	}{
 		{name: "all", in: joinKinds(kinds), want: kinds},
 		{name: "some, spaced, repeated", in: "stall, node_kill,stall", want: []kind{faultStall, faultNodeKill}},
 		{name: "none", in: "", want: nil},
 		{name: "unknown", in: "stall,meteor", wantErr: true},
 		{name: "the failover comes with --sentinel only", in: string(faultFailover), wantErr: true},
+		{name: "with --sentinel", in: "sentinel_failover,node_kill", sentinel: true, want: []kind{faultFailover, faultNodeKill}},
+		{name: "with --sentinel, no proxy faults", in: "stall", sentinel: true, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseKinds(tt.in)
+			got, err := parseKinds(tt.in, tt.sentinel)
 			if (err != nil) != tt.wantErr || !tt.wantErr && !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("parseKinds(%q) = %v, %v; want %v (error %v)", tt.in, got, err, tt.want, tt.wantErr)
 			}
