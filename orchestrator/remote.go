@@ -199,9 +199,12 @@ func (c *conn) tail(ctx context.Context, after uint64) {
 }
 
 // forward sends a client's frame to the server owning c's session and
-// returns its answer. When no server answers for the session, the
-// connection is closed with 1012: the client resumes, and its resume finds
-// where the session lives now (or claims it).
+// returns its answer. When no server answers for the session, or its owner
+// took the frame but its answer was lost, the connection is closed with
+// 1012: the client resumes, and its resume finds where the session lives
+// now (or claims it) and shows whether the frame was applied. A frame is
+// sent again only when no server took it, or when the owner answered that
+// the session moved.
 func (c *conn) forward(data []byte) *wsproto.Error {
 	s, cl := c.srv, c.srv.opts.Cluster
 	for try := 0; try < 2; try++ {
@@ -210,13 +213,21 @@ func (c *conn) forward(data []byte) *wsproto.Error {
 		s.mu.Lock()
 		s.replies[id] = reply
 		s.mu.Unlock()
-		e, moved, ok := c.exchange(message{Kind: msgCommand, From: cl.Node(), Session: c.remote.id,
+		e, moved, ok, taken := c.exchange(message{Kind: msgCommand, From: cl.Node(), Session: c.remote.id,
 			Conn: c.id, ID: id, Frame: data}, reply)
 		s.mu.Lock()
 		delete(s.replies, id)
 		s.mu.Unlock()
 		if ok && !moved {
 			return e
+		}
+		if taken && !moved {
+			// The owner took the command and its reply was lost (this
+			// server's subscriber blinked, say): it may have been applied,
+			// and sent again it would be applied twice — a run started
+			// twice, its tool calls done twice. The client's resume shows
+			// whether it was, and the client sends it again if not.
+			break
 		}
 		if try == 0 && c.refreshOwner() {
 			continue
@@ -228,20 +239,20 @@ func (c *conn) forward(data []byte) *wsproto.Error {
 }
 
 // exchange sends m to the owner and waits for its reply; ok is false when
-// none came.
-func (c *conn) exchange(m message, reply chan message) (e *wsproto.Error, moved, ok bool) {
+// none came, and taken says whether a subscriber took m all the same.
+func (c *conn) exchange(m message, reply chan message) (e *wsproto.Error, moved, ok, taken bool) {
 	ctx, cancel := context.WithTimeout(c.srv.ctx, storeTimeout)
 	defer cancel()
 	b, _ := json.Marshal(m)
 	delivered, err := c.srv.opts.Cluster.Send(ctx, c.remote.owner, b)
 	if err != nil || !delivered {
-		return nil, false, false
+		return nil, false, false, false
 	}
 	select {
 	case r := <-reply:
-		return r.Error, r.Moved, true
+		return r.Error, r.Moved, true, true
 	case <-ctx.Done():
-		return nil, false, false
+		return nil, false, false, true
 	}
 }
 
