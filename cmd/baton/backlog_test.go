@@ -16,31 +16,43 @@ import (
 
 // TestDurableBacklog: with the Redis store a client gets events once Redis
 // holds them, so a stall of Redis piles a run's events up, and they become
-// durable together, in one flight. A client reading at full speed then
-// gets them all, in order: the backlog is the store's, not the client's,
-// and is no reason to close it as too slow (1013).
+// durable together. A client reading at full speed then gets them all, in
+// order: the backlog is the store's, not the client's, and is no reason to
+// close it as too slow (1013).
+//
+// The agent loop asks the model and runs a tool only once the store holds
+// what came before (the round journal), so a stall stops each task at its
+// next call: what piles up is what the tasks in flight say until then. 100
+// tasks at once, each in a model call when Redis stalls, say two events
+// each when the call returns (its progress and its first tool call): 200,
+// far more than the send queue's 80.
 func TestDurableBacklog(t *testing.T) {
 	rds := redistest.Start(t)
 	// A ring of 16: the send queue holds 80 frames, and the store gives
-	// up on a ring after 1,024 waiting entries; the run makes between.
-	// 101 tasks: more than the default cap.
-	base := startServer(t, "--store", "redis", "--redis-url", rds.URL(), "--buffer-size", "16", "--sim-delay", "0", "--max-tasks", "101")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// up on a ring after 1,024 waiting entries; the stall makes between.
+	// Each of the 100 tasks takes 12 s in three model calls of 4 s. A
+	// lease of 30 s: the node gives its sessions up when it could not
+	// renew its lease for four fifths of it, and the stall here lasts
+	// until a model call ends.
+	base := startServer(t, "--store", "redis", "--redis-url", rds.URL(), "--buffer-size", "16", "--sim-delay", "0",
+		"--max-tasks", "100", "--max-parallel", "100", "--lease-ttl", "30s")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	var mu sync.Mutex
 	var seqs []uint64
-	started := make(chan struct{}, 1)
+	running := map[string]bool{}
+	allRunning := make(chan struct{})
 	cl, err := client.Dial(ctx, wsURL(base), &client.Options{OnEvent: func(f client.Frame) {
 		mu.Lock()
 		defer mu.Unlock()
 		if f.Seq != 0 {
 			seqs = append(seqs, f.Seq)
 		}
-		if f.Event == wsproto.EventSolverStart {
-			select {
-			case started <- struct{}{}:
-			default:
+		if id, ok := f.MetaString("task_id"); ok && f.Event == wsproto.EventSolverStart && len(running) < 100 {
+			running[id] = true
+			if len(running) == 100 {
+				close(allRunning)
 			}
 		}
 	}})
@@ -49,20 +61,34 @@ func TestDurableBacklog(t *testing.T) {
 	}
 	defer cl.Close()
 
-	// The run starts (which writes to Redis), its first task takes a
-	// while, and Redis stalls meanwhile: the 100 tasks that wait for the
-	// first run during the stall.
-	tasks := []wsproto.Task{sleepTask("first", "1s")}
-	for i := range 100 {
-		tasks = append(tasks, wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Task", Description: "Do it.", DependsOn: []string{"first"}})
+	tasks := make([]wsproto.Task, 100)
+	for i := range tasks {
+		tasks[i] = sleepTask(fmt.Sprintf("t%d", i+1), "12s")
 	}
 	if err := cl.SolveTasks(ctx, tasks); err != nil {
 		t.Fatal(err)
 	}
+	// Every task has started, and the client has every event the run
+	// made: Redis holds them all, so each task is in a model call (4 s),
+	// which a stall of the store does not hold up.
 	select {
-	case <-started:
+	case <-allRunning:
 	case <-ctx.Done():
-		t.Fatal("no task started")
+		t.Fatal("the 100 tasks did not all start")
+	}
+	var before float64
+	for {
+		before, _ = metricstest.Scrape(t, base+"/metrics").Sum("baton_events_total", "")
+		mu.Lock()
+		got := len(seqs)
+		mu.Unlock()
+		if float64(got) == before {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the client has %d events of the run's %v", got, before)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	rds.Pause(t)
 	paused := true
@@ -72,7 +98,16 @@ func TestDurableBacklog(t *testing.T) {
 		}
 	}()
 	// Far more than the send queue holds wait for Redis.
-	metricsReach(t, base, want{"baton_events_total", "", 200, false})
+	for {
+		n, _ := metricstest.Scrape(t, base+"/metrics").Sum("baton_events_total", "")
+		if n >= before+150 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%v events made while Redis stalled: want 150 or more", n-before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	rds.Continue(t)
 	paused = false
 
@@ -86,8 +121,8 @@ func TestDurableBacklog(t *testing.T) {
 			t.Fatalf("event %d has seq %d: want every event, in order", i+1, s)
 		}
 	}
-	if len(seqs) < 200 {
-		t.Fatalf("got %d events, want the 200 or more the run made", len(seqs))
+	if len(seqs) < int(before)+150 {
+		t.Fatalf("got %d events, want the %v or more the run made", len(seqs), before+150)
 	}
 }
 
