@@ -12,8 +12,8 @@
 // --sentinel, Redis is a master, a replica and three sentinels, and
 // failovers are among the faults (sentinel.go). Every task
 // that calls a tool calls a counting MCP server (this command, run as
-// "baton-chaos mcp-count"), whose ledger shows a completed tool call done
-// twice.
+// "baton-chaos mcp-count"), whose ledger shows a tool call Baton made
+// twice without knowing it (tools.go).
 //
 // After --duration it stops the faults, heals everything, waits (at most
 // --settle) for every run to end, and reports: faults by kind, runs
@@ -22,8 +22,8 @@
 //
 //	go run ./cmd/baton-chaos -duration 1m -seed 7
 //
-// It exits 1 on a duplicate, a gap, a fork, a stranded run or a repeated
-// completed tool call, and kills every process it started on the way out
+// It exits 1 on a duplicate, a gap, a fork, a stranded run or a tool call
+// repeated unknowing, and kills every process it started on the way out
 // (on an error and on SIGINT too).
 package main
 

@@ -48,7 +48,7 @@ type report struct {
 }
 
 // failed reports why the run failed, "" when it did not: a duplicate, a
-// gap, a fork, a stranded run or a completed tool call done again.
+// gap, a fork, a stranded run or a tool call repeated unknowing.
 func (r *report) failed() string {
 	var why []string
 	v := r.Violations
@@ -57,7 +57,7 @@ func (r *report) failed() string {
 		what string
 	}{
 		{v.Duplicates, "duplicates"}, {v.Gaps, "gaps"}, {v.Forks, "forks"}, {v.Other, "other violations"},
-		{r.RunsStranded, "stranded runs"}, {r.Tools.Repeated, "repeated completed tool calls"},
+		{r.RunsStranded, "stranded runs"}, {r.Tools.Repeated, "tool calls repeated unknowing"},
 	} {
 		if c.n > 0 {
 			why = append(why, fmt.Sprintf("%d %s", c.n, c.what))
@@ -111,7 +111,7 @@ func printReport(w io.Writer, r *report) {
 		r.Drops, r.Resumes, r.Resyncs, r.Rejections, r.Errors, r.ResentAnswers, r.ResentStarts)
 	v := r.Violations
 	fmt.Fprintf(w, "duplicates %d, gaps %d, forks %d, other violations %d\n", v.Duplicates, v.Gaps, v.Forks, v.Other)
-	fmt.Fprintf(w, "tool calls %d (%d distinct), completed ones repeated %d, interrupted ones repeated %d\n",
+	fmt.Fprintf(w, "tool calls %d (%d distinct), repeated unknowing %d, retried (told so) %d\n",
 		r.Tools.Calls, r.Tools.Keys, r.Tools.Repeated, r.Tools.Interrupted)
 	for _, s := range r.Stranded {
 		fmt.Fprintf(w, "  stranded: %s\n", s)

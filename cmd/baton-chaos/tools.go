@@ -14,15 +14,21 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/baton-run/baton/mcptool"
 )
 
 // The counting tool: every node runs this command as an MCP server
 // (baton-chaos mcp-count -ledger FILE -node NAME), whose one tool, record,
-// appends "start KEY NODE TIME" to the ledger when called and "end KEY
-// NODE TIME" just before it returns (TIME in Unix milliseconds; the node
-// and the time are for whoever reads a failure). The clients give each
-// task's call a key of its own, so a key started again after it ended is a
-// completed tool call done twice.
+// appends "start KEY NODE TIME" to the ledger when called — "start KEY
+// NODE TIME retry" when Baton says the call is a retry (mcptool.RetryMetaKey:
+// the node that made it before died, or was cut off, before its result was
+// stored) — and "end KEY NODE TIME" just before it returns (TIME in Unix
+// milliseconds; the node and the time are for whoever reads a failure).
+// The clients give each task's call a key of its own, so a key started
+// again without the retry mark is a tool call done twice: Baton made a call
+// it had already made, not knowing it. One started again with the mark is
+// the call a fault cut short, made once more as the contract allows.
 
 // mcpCommand is the first argument that runs the command as the server.
 const mcpCommand = "mcp-count"
@@ -47,12 +53,12 @@ func serveCounter(ctx context.Context, args []string) error {
 	}
 	defer f.Close()
 	var mu sync.Mutex // one line at a time
-	write := func(what, key string) error {
+	write := func(what, key, mark string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		// One write of one line to an O_APPEND file: the nodes' servers
 		// share the ledger without interleaving.
-		_, err := fmt.Fprintf(f, "%s %s %s %d\n", what, key, *node, time.Now().UnixMilli())
+		_, err := fmt.Fprintf(f, "%s %s %s %d%s\n", what, key, *node, time.Now().UnixMilli(), mark)
 		return err
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "baton-chaos-count", Version: "1"}, nil)
@@ -65,10 +71,14 @@ func serveCounter(ctx context.Context, args []string) error {
 			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil || a.Key == "" || strings.ContainsAny(a.Key, " \n") {
 				return nil, fmt.Errorf("record: want {\"key\": a word}")
 			}
-			if err := write("start", a.Key); err != nil {
+			mark := ""
+			if retry, _ := req.Params.Meta[mcptool.RetryMetaKey].(bool); retry {
+				mark = " retry"
+			}
+			if err := write("start", a.Key, mark); err != nil {
 				return nil, err
 			}
-			if err := write("end", a.Key); err != nil {
+			if err := write("end", a.Key, ""); err != nil {
 				return nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "recorded " + a.Key}}}, nil
@@ -80,11 +90,15 @@ func serveCounter(ctx context.Context, args []string) error {
 type toolCounts struct {
 	Calls int `json:"calls"` // executions started
 	Keys  int `json:"keys"`  // distinct calls
-	// Repeated counts the executions of a call started after an earlier
-	// execution of it had ended: a completed tool call done again.
+	// Repeated counts the executions of a call started again without the
+	// retry mark: a call Baton had made already, made again not knowing
+	// it — a tool call that returned, done twice.
 	Repeated int `json:"repeated"`
-	// Interrupted counts the executions started again after one that
-	// never ended (its node died mid-call): allowed, once.
+	// Interrupted counts the executions started again with the retry
+	// mark: the node that made the call died or was cut off before its
+	// result was stored (the tool may have finished, but Baton never got
+	// its result), and the node that took the run over made it once more,
+	// telling the tool so. Allowed.
 	Interrupted int `json:"interrupted"`
 }
 
@@ -108,11 +122,11 @@ func countLedger(r io.Reader) (toolCounts, error) {
 		switch what {
 		case "start":
 			c.Calls++
-			switch {
-			case k.ended:
-				c.Repeated++
-			case k.running:
+			switch retry := len(fields) > 4 && fields[4] == "retry"; {
+			case (k.ended || k.running) && retry:
 				c.Interrupted++
+			case k.ended || k.running:
+				c.Repeated++
 			}
 			k.running = true
 		case "end":
