@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/baton-run/baton/internal/faultproxy"
 )
@@ -191,28 +192,11 @@ func (r *redisServer) kill() error {
 	return p.kill()
 }
 
-// ping sends one PING over a fresh connection and expects +PONG.
+// ping sends one PING over a fresh connection and expects PONG.
 func ping(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(deadline)
-	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return errors.New("PING answered " + strings.TrimSpace(line))
-	}
-	return nil
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+	defer rdb.Close()
+	return rdb.Ping(ctx).Err()
 }
 
 // node is one Baton process, on a fixed address (a restarted node comes
