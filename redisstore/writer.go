@@ -134,6 +134,21 @@ func (s *Store) write(jobs []job) (failed bool) {
 
 	noScript := false
 	var firstErr error
+	// fail ends j's flight on err: the session is lost when Redis refused
+	// the write for good (scriptError), else the flight waits for a retry.
+	fail := func(j job, err error) {
+		if serr := scriptError(err); serr != err {
+			err = fmt.Errorf("redisstore: write session %s: %w", j.r.id, serr)
+			s.log.Warn("redisstore: session lost", "session", j.r.id, "err", err)
+			j.r.lose(err)
+			return
+		}
+		failed = true
+		if firstErr == nil {
+			firstErr = err
+		}
+		j.r.retry(fmt.Errorf("redisstore: write session %s: %w", j.r.id, err), began)
+	}
 	for i, j := range jobs {
 		err := cmds[i].Err()
 		switch {
@@ -144,17 +159,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 			// Redis lost writes it had acknowledged: fence them off, then
 			// send the flight again.
 			if ferr := s.fence(ctx, j, err); ferr != nil {
-				if serr := scriptError(ferr); serr != ferr {
-					ferr = fmt.Errorf("redisstore: write session %s: %w", j.r.id, serr)
-					s.log.Warn("redisstore: session lost", "session", j.r.id, "err", ferr)
-					j.r.lose(ferr)
-					continue
-				}
-				failed = true
-				if firstErr == nil {
-					firstErr = ferr
-				}
-				j.r.retry(fmt.Errorf("redisstore: write session %s: %w", j.r.id, ferr), began)
+				fail(j, ferr)
 				continue
 			}
 			j.r.retry(nil, began)
@@ -164,17 +169,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 			noScript = true
 			j.r.retry(nil, began)
 		default:
-			if serr := scriptError(err); serr != err {
-				err = fmt.Errorf("redisstore: write session %s: %w", j.r.id, serr)
-				s.log.Warn("redisstore: session lost", "session", j.r.id, "err", err)
-				j.r.lose(err)
-				continue
-			}
-			failed = true
-			if firstErr == nil {
-				firstErr = err
-			}
-			j.r.retry(fmt.Errorf("redisstore: write session %s: %w", j.r.id, err), began)
+			fail(j, err)
 		}
 	}
 	if noScript {
