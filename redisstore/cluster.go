@@ -50,6 +50,12 @@ type ClusterOptions struct {
 	// LeaseTTL is how long the node is taken to be alive after its last
 	// renewal (Join's leaseTTL). Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// Replicas is how many replicas must hold a write before it counts
+	// (Options.Replicas, NodeOptions.Replicas): set it with a Sentinel
+	// setup, so that a failover never loses what a client received, a
+	// run acted on, or a lease renewal. Zero (the default): the master's
+	// reply counts.
+	Replicas int
 	// Failover, when rdb is a failover client (redis.NewFailoverClient),
 	// is the options it was made with: the tails' client is then a
 	// failover client of its own, which follows the master through a
@@ -66,12 +72,12 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 	tails := tailClient(rdb, opt.Failover)
 	id := "node_" + uuid.NewString()
 	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL,
-		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter})
+		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter, Replicas: opt.Replicas})
 	if err != nil {
 		tails.Close()
 		return nil, err
 	}
-	node, err := Join(ctx, rdb, id, opt.LeaseTTL)
+	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas})
 	if err != nil {
 		store.Close()
 		tails.Close()

@@ -31,7 +31,7 @@ func TestLapses(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
-	n, err := redisstore.Join(ctx, c, "cut", ttl)
+	n, err := redisstore.Join(ctx, c, "cut", redisstore.NodeOptions{LeaseTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

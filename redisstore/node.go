@@ -19,9 +19,10 @@ import (
 // (a set of session ids), baton:nodes (a set of node ids); channel
 // baton:node:ID:msgs.
 type Node struct {
-	rdb redis.UniversalClient
-	id  string
-	ttl time.Duration
+	rdb      redis.UniversalClient
+	id       string
+	ttl      time.Duration
+	replicas int // NodeOptions.Replicas
 	// sub is the node's subscription to its channel, made by Join so that
 	// the node is never seen alive without it.
 	sub *redis.PubSub
@@ -43,13 +44,24 @@ type Node struct {
 // must never move.
 const DefaultLeaseTTL = 3 * time.Second
 
+// NodeOptions configure a Node.
+type NodeOptions struct {
+	// LeaseTTL is how long the node is taken to be alive after its last
+	// renewal. Defaults to DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// Replicas is how many replicas must hold a renewal (Redis WAIT)
+	// before it counts: a renewal a failover loses would have the others
+	// take this node's runs over while it counts its lease held. Zero
+	// (the default): the master's reply counts.
+	Replicas int
+}
+
 // Join announces a server in the cluster and keeps it alive until Leave.
-// leaseTTL ≤ 0 means DefaultLeaseTTL.
-func Join(ctx context.Context, rdb redis.UniversalClient, id string, leaseTTL time.Duration) (*Node, error) {
-	if leaseTTL <= 0 {
-		leaseTTL = DefaultLeaseTTL
+func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOptions) (*Node, error) {
+	if opt.LeaseTTL <= 0 {
+		opt.LeaseTTL = DefaultLeaseTTL
 	}
-	n := &Node{rdb: rdb, id: id, ttl: leaseTTL, stop: make(chan struct{}),
+	n := &Node{rdb: rdb, id: id, ttl: opt.LeaseTTL, replicas: opt.Replicas, stop: make(chan struct{}),
 		renewed: make(chan time.Time, 1), lapses: make(chan struct{}, 1)}
 	n.sub = rdb.Subscribe(ctx, channel(id))
 	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
@@ -76,13 +88,39 @@ const nodesKey = "baton:nodes"
 // ID is the node's id.
 func (n *Node) ID() string { return n.id }
 
+// renewScript sets the node's liveness key ARGV[1] for ARGV[2] ms and
+// lists the node ARGV[3], in one atomic step.
+//
+// KEYS: the liveness key, the node list.
+var renewScript = redis.NewScript(`
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+`)
+
+// renew renews the lease; with NodeOptions.Replicas, only once that many
+// replicas hold the renewal (WAIT, on the same connection: a pipeline).
 func (n *Node) renew(ctx context.Context) error {
-	_, err := n.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, aliveKey(n.id), time.Now().UTC().Format(time.RFC3339Nano), n.ttl)
-		p.SAdd(ctx, nodesKey, n.id)
-		return nil
-	})
-	return err
+	p := n.rdb.Pipeline()
+	// EVAL, not EVALSHA: a restarted Redis has no script cache, and a
+	// pipeline does not fall back.
+	renewScript.Eval(ctx, p, []string{aliveKey(n.id), nodesKey},
+		time.Now().UTC().Format(time.RFC3339Nano), n.ttl.Milliseconds(), n.id)
+	var wait *redis.Cmd
+	if n.replicas > 0 {
+		wait = p.Do(ctx, "WAIT", n.replicas, (n.ttl / 6).Milliseconds())
+	}
+	cmds, err := p.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("renew the lease: %w", err)
+	}
+	if err := cmds[0].Err(); err != nil {
+		return fmt.Errorf("renew the lease: %w", err)
+	}
+	if err := replicated(wait, n.replicas); err != nil {
+		return fmt.Errorf("renew the lease: %w", err)
+	}
+	return nil
 }
 
 // heartbeat renews the liveness key three times per TTL.

@@ -18,7 +18,7 @@ func join(t *testing.T, srv *redistest.Server, id string, ttl time.Duration) *re
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { c.Close() })
-	n, err := redisstore.Join(context.Background(), c, id, ttl)
+	n, err := redisstore.Join(context.Background(), c, id, redisstore.NodeOptions{LeaseTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,15 @@ type Options struct {
 	// past it the ring is lost (ErrBacklog) rather than grow. Defaults to
 	// twice the ring's capacity, and at least 1024.
 	MaxPending int
+	// Replicas is how many replicas must hold a write (Redis WAIT) before
+	// it counts as written: before OnDurable hands its events on, and
+	// before Flush or Settled return. What a client receives or a run acts
+	// on is then never lost by a failover to a replica that has it (the
+	// sentinels promote the replica furthest ahead). A write the master
+	// took but too few replicas acknowledged in time is sent again (the
+	// append script skips what the store holds) and counts as a failure
+	// toward GiveUpAfter. Zero (the default): the master's reply counts.
+	Replicas int
 	// MaxBatch is how many sessions one round trip writes at most.
 	// Defaults to 1000.
 	MaxBatch int

@@ -18,6 +18,16 @@ import (
 // the patience of the rings it carries.
 const writeTimeout = 10 * time.Second
 
+// replicaWait is how long one round trip's WAIT waits for the replicas
+// (Options.Replicas) before the write is sent again. Well under the
+// client's read timeout (3 s by default), which would close the
+// connection instead.
+const replicaWait = time.Second
+
+// ErrUnreplicated is the writer's failure (retried) when fewer replicas
+// than Options.Replicas acknowledged a write in time.
+var ErrUnreplicated = errors.New("redisstore: too few replicas acknowledged the write")
+
 // job is one session's write in a round trip: the ring's flight, to be
 // written after the seq Redis held when it was taken.
 type job struct {
@@ -128,7 +138,12 @@ func (s *Store) write(jobs []job) (failed bool) {
 	for i, j := range jobs {
 		cmds[i] = appendScript.EvalSha(ctx, pipe, j.r.keys[:], j.args()...)
 	}
+	var wait *redis.Cmd
+	if s.opt.Replicas > 0 {
+		wait = pipe.Do(ctx, "WAIT", s.opt.Replicas, replicaWait.Milliseconds())
+	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
+	unreplicated := replicated(wait, s.opt.Replicas)
 	s.written.roundTrips.Add(1)
 	s.written.scripts.Add(uint64(len(jobs)))
 
@@ -152,6 +167,10 @@ func (s *Store) write(jobs []job) (failed bool) {
 	for i, j := range jobs {
 		err := cmds[i].Err()
 		switch {
+		case err == nil && unreplicated != nil:
+			// The master has it, too few replicas do: a failover could
+			// lose it. Send it again (the script skips what is there).
+			fail(j, unreplicated)
 		case err == nil:
 			s.written.entries.Add(uint64(len(j.r.flight.events)))
 			j.r.written()
@@ -182,6 +201,23 @@ func (s *Store) write(jobs []job) (failed bool) {
 		s.log.Warn("redisstore: write failed, retrying", "sessions", len(jobs), "err", firstErr)
 	}
 	return failed
+}
+
+// replicated returns nil when wait, the WAIT ending a round trip (nil
+// when none is asked for), says that want replicas hold its writes, or
+// why not.
+func replicated(wait *redis.Cmd, want int) error {
+	if wait == nil {
+		return nil
+	}
+	n, err := wait.Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: WAIT: %w", ErrUnreplicated, err)
+	case n < int64(want):
+		return fmt.Errorf("%w: %d of %d in time", ErrUnreplicated, n, want)
+	}
+	return nil
 }
 
 // abandon ends writing when the writer returns: rings still waiting are

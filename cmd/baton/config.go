@@ -27,6 +27,7 @@ type config struct {
 	redisURL       string
 	redisGiveUp    time.Duration // --redis-give-up: redisstore.ClusterOptions.GiveUpAfter
 	leaseTTL       time.Duration // --lease-ttl: redisstore.ClusterOptions.LeaseTTL
+	redisReplicas  int           // --redis-replicas: redisstore.ClusterOptions.Replicas, unless left unset (then replicasFor)
 	drainTimeout   time.Duration
 	openai         openai.Config
 	opts           orchestrator.Options
@@ -114,6 +115,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis: one server (redis://[:password@]host:port/db) or a Sentinel setup (redis://[:password@]sentinel:port/db?master_name=NAME&addr=sentinel2:port, the master's name and each sentinel; Baton follows the master through a failover); rediss:// for TLS")
 	fs.DurationVar(&c.redisGiveUp, "redis-give-up", 30*time.Second, "with --store redis, how long a session's writes are retried while Redis fails (stalls, is unreachable) before this node gives the session up; the client's resume adopts it again once Redis answers")
+	fs.IntVar(&c.redisReplicas, "redis-replicas", 0, "with --store redis, how many replicas must hold a write before it counts (Redis WAIT): before a client receives an event, a run acts on a step, or a lease renewal holds; what a failover loses is then never something Baton acted on (default 1 with a Sentinel --redis-url, else 0: the master's reply counts)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", redisstore.DefaultLeaseTTL, "with --store redis, how long a node that stops renewing its liveness in Redis is still taken to be alive; then the other nodes take its runs over (renewed three times per TTL)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -219,7 +221,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 		}
 	}
 	for _, name := range []string{"rate-limit", "rate-burst", "max-conns-per-ip", "max-sessions", "max-sessions-per-subject",
-		"max-sessions-per-ip", "max-frame-bytes"} {
+		"max-sessions-per-ip", "max-frame-bytes", "redis-replicas"} {
 		if n := get(fs, name).(int); n < 0 {
 			return fmt.Errorf("%s: must not be negative (got %d; 0 turns the limit off)", c.src(name), n)
 		}

@@ -84,6 +84,8 @@ func TestFlags(t *testing.T) {
 			want: "configure: --redis-url: redis: unable to parse addr param: nohost (want " + redisURLForms + ")"},
 		{name: "redis URL that is no URL", args: []string{"--store", "redis", "--redis-url", "redis://:hunter2@[::1/0"},
 			want: "configure: --redis-url: not a URL: missing ']' in host (want " + redisURLForms + ")"},
+		{name: "negative replica count", args: []string{"--store", "redis", "--redis-url", "redis://127.0.0.1:6379/0", "--redis-replicas", "-1"},
+			want: "configure: --redis-replicas: must not be negative (got -1; 0 turns the limit off)"},
 		{name: "unusable address", args: []string{"--addr", "nowhere"},
 			want: `listen on --addr "nowhere": listen tcp: address nowhere: missing port in address`},
 	}
@@ -131,5 +133,42 @@ func TestEnvironmentConfigures(t *testing.T) {
 	}
 	if c.opts.BufferSize != 42 || c.opts.MaxParallel != 7 || !slices.Equal(c.opts.AllowedOrigins, []string{"a.example", "localhost:*"}) || !c.opts.Adaptive {
 		t.Errorf("config %+v", c.opts)
+	}
+}
+
+// TestRedisReplicas: --redis-replicas defaults to 1 on a Sentinel URL,
+// whose failover would lose what the replica had not yet, and to 0 on one
+// server; set, from the flag or the environment, it is what it says.
+func TestRedisReplicas(t *testing.T) {
+	t.Parallel()
+	const (
+		one      = "redis://127.0.0.1:6379/0"
+		sentinel = "redis://127.0.0.1:26379/0?master_name=m"
+	)
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{name: "one server", args: []string{"--redis-url", one}, want: 0},
+		{name: "sentinel", args: []string{"--redis-url", sentinel}, want: 1},
+		{name: "sentinel, none asked for", args: []string{"--redis-url", sentinel, "--redis-replicas", "0"}, want: 0},
+		{name: "sentinel, two from the environment", args: []string{"--redis-url", sentinel}, env: map[string]string{"BATON_REDIS_REPLICAS": "2"}, want: 2},
+		{name: "one server, one asked for", args: []string{"--redis-url", one, "--redis-replicas", "1"}, want: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(append([]string{"--store", "redis"}, tt.args...), func(k string) string { return tt.env[k] }, &strings.Builder{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, err := parseRedisURL(c.redisURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.replicasFor(rc); got != tt.want {
+				t.Errorf("replicas %d, want %d", got, tt.want)
+			}
+		})
 	}
 }

@@ -287,6 +287,7 @@ func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, 
 		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", rc, err)
 	}
 	copt.Failover = rc.failover
+	copt.Replicas = c.replicasFor(rc)
 	cl, err = redisstore.NewCluster(pctx, rdb, copt)
 	if err != nil {
 		rdb.Close()

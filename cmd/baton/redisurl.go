@@ -70,3 +70,13 @@ func (rc redisConn) String() string {
 	}
 	return rc.single.Addr
 }
+
+// replicasFor is --redis-replicas, or when it was left unset 1 for a
+// Sentinel setup, whose failover would otherwise lose what the master
+// acknowledged and the replica had not yet, and 0 for one server.
+func (c config) replicasFor(rc redisConn) int {
+	if _, set := c.from["redis-replicas"]; set || rc.failover == nil {
+		return c.redisReplicas
+	}
+	return 1
+}

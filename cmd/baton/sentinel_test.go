@@ -113,15 +113,16 @@ func TestSentinelFailover(t *testing.T) {
 	}
 }
 
-// TestLostWritesAfterFailover: the replica is cut off, so the events the
-// master acknowledges (and the client receives) next reach the master
-// only; the master dies and the sentinels promote the stale replica.
+// TestLostWritesAfterFailover: with --redis-replicas 0 (the master's reply
+// counts) the replica is cut off, so the events the master acknowledges
+// (and the client receives) next reach the master only; the master dies
+// and the sentinels promote the stale replica.
 // Baton's next write finds Redis behind what it made durable, says so,
 // and fences the lost seqs: the client, which holds them, goes on without
 // a gap, a duplicate or a seq given to two events, and the run ends.
 func TestLostWritesAfterFailover(t *testing.T) {
 	f := redistest.StartFailover(t, 1)
-	n := startNode(t, "A", "127.0.0.1:0", f.URL())
+	n := startNode(t, "A", "127.0.0.1:0", f.URL(), "--redis-replicas", "0")
 	ctx := context.Background()
 	seqs := newSeqLog()
 	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
@@ -141,6 +142,56 @@ func TestLostWritesAfterFailover(t *testing.T) {
 	}
 	if !strings.Contains(n.log.String(), "Redis lost acknowledged writes") {
 		t.Errorf("the node did not notice the lost writes")
+	}
+}
+
+// TestFailoverLosesNothingTold: with a Sentinel URL a write counts only
+// once the replica holds it (--redis-replicas defaults to 1). The replica
+// is cut off: the master goes on acknowledging writes, but none of them
+// counts, so the client receives nothing past what the replica has and
+// the run waits (and the node's lease lapses: its renewals do not count
+// either). The master dies and the stale replica is promoted: it lost
+// only what Baton never counted, so there is nothing to fence and nothing
+// to resync, and once the old master is back as its replica the run goes
+// on and ends with every event once.
+func TestFailoverLosesNothingTold(t *testing.T) {
+	f := redistest.StartFailover(t, 1)
+	n := startNode(t, "A", "127.0.0.1:0", f.URL())
+	ctx := context.Background()
+	seqs := newSeqLog()
+	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
+	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
+		t.Fatal(err)
+	}
+	v := waitView(t, ctx, cl, "the run's first events", func(v client.View) bool { return v.LastSeq >= 2 })
+	f.Cut(t)
+	mc := f.Master.Client(t)
+	meta := "baton:{" + v.SessionID + "}:meta"
+	last, err := mc.HGet(ctx, meta, "last_seq").Uint64() // what the replica holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the master alone holding an event", func() bool {
+		l, err := mc.HGet(ctx, meta, "last_seq").Uint64()
+		return err == nil && l > last
+	})
+	if got := cl.View().LastSeq; got > last {
+		t.Fatalf("the client received seq %d; the replica holds up to %d", got, last)
+	}
+	f.Master.Kill(t)
+	f.Replica.Continue(t)
+	f.WaitMaster(t, f.Replica)
+	// The new master has no replica, so no write counts yet: the old
+	// master comes back, empty, and the sentinels make it the replica.
+	f.Master.Restart(t)
+	v = waitView(t, ctx, cl, "the final answer after the failover", finished)
+	clean(t, v)
+	seqs.check(t)
+	if v.Stats.Resyncs != 0 || v.Stats.Rejected != 0 {
+		t.Errorf("resyncs %d, rejected %d; want neither: Redis lost nothing the client had", v.Stats.Resyncs, v.Stats.Rejected)
+	}
+	if strings.Contains(n.log.String(), "Redis lost acknowledged writes") {
+		t.Errorf("the node found writes lost; none it counted should be")
 	}
 }
 
@@ -184,8 +235,8 @@ func TestRedisAppendOnlyRestart(t *testing.T) {
 // replay that skips or a seq reused without it, and the run ends.
 func TestLostWritesOwnerDead(t *testing.T) {
 	f := redistest.StartFailover(t, 1)
-	a := startNode(t, "A", "127.0.0.1:0", f.URL())
-	b := startNode(t, "B", "127.0.0.1:0", f.URL())
+	a := startNode(t, "A", "127.0.0.1:0", f.URL(), "--redis-replicas", "0")
+	b := startNode(t, "B", "127.0.0.1:0", f.URL(), "--redis-replicas", "0")
 	ctx := context.Background()
 	seqs := newSeqLog()
 	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})

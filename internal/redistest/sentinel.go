@@ -105,6 +105,11 @@ func (f *Failover) Cut(t testing.TB) {
 	defer cancel()
 	c := redis.NewClient(&redis.Options{Addr: f.Master.Addr()})
 	defer c.Close()
+	// WAIT covers this connection's writes, and the replication stream is
+	// in order: a write of its own first covers everyone's before it.
+	if err := c.Set(ctx, "redistest:cut", "1", 0).Err(); err != nil {
+		t.Fatalf("redistest: write before the cut: %v", err)
+	}
 	if n, err := c.Wait(ctx, 1, failoverTimeout).Result(); err != nil || n != 1 {
 		t.Fatalf("redistest: WAIT for the replica before the cut: %d, %v", n, err)
 	}

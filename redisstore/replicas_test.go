@@ -1,0 +1,148 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/redisstore"
+)
+
+// withReplica starts a master and a replica of it, and waits until the
+// replica acknowledges the master's writes (WAIT).
+func withReplica(t *testing.T) (master, replica *redistest.Server) {
+	t.Helper()
+	master = redistest.Start(t)
+	replica = redistest.StartConfig(t, redistest.Config{ReplicaOf: master.Addr()})
+	c := master.Client(t)
+	eventually(t, "the replica in sync", func(ctx context.Context) error {
+		if err := c.Set(ctx, "sync", "1", 0).Err(); err != nil {
+			return err
+		}
+		if n, err := c.Wait(ctx, 1, 100*time.Millisecond).Result(); err != nil || n != 1 {
+			return fmt.Errorf("WAIT: %d replicas, %v", n, err)
+		}
+		return nil
+	})
+	return master, replica
+}
+
+// eventually polls cond until it returns nil, failing t after waitTimeout
+// with its last error.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond(ctx)
+		if err == nil {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("waited %v for %s: %v", waitTimeout, what, err)
+		}
+	}
+}
+
+// TestReplicas: with Options.Replicas a write counts (OnDurable) only
+// once a replica holds it. The replica stopped (SIGSTOP), the master
+// takes the write and the writer sends it again and again, but it never
+// counts; continued, the replica catches up and the write counts, once.
+// Without Replicas the master's reply counts.
+func TestReplicas(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		replicas int
+	}{
+		{name: "the master's reply counts", replicas: 0},
+		{name: "a replica must hold the write", replicas: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			master, replica := withReplica(t)
+			s, c := newStore(t, master, "a", redisstore.Options{Replicas: tt.replicas})
+			id, r, rec := newSession(t, s, 1, 100)
+			defer r.Close()
+			appendCommit(t, r, 1)
+			rec.waitDurable(t, 1)
+
+			replica.Pause(t)
+			appendCommit(t, r, 2)
+			eventually(t, "the master holding seq 3", func(ctx context.Context) error {
+				last, err := c.HGet(ctx, "baton:{"+id+"}:meta", "last_seq").Uint64()
+				if err != nil || last != 3 {
+					return fmt.Errorf("last_seq %d, %v", last, err)
+				}
+				return nil
+			})
+			if tt.replicas == 0 {
+				rec.waitDurable(t, 3)
+				replica.Continue(t)
+				return
+			}
+			// Two more round trips, each ending in a WAIT that timed out:
+			// the write still does not count (or it counted already).
+			trips := s.Stats().RoundTrips
+			eventually(t, "the writer trying twice more", func(context.Context) error {
+				if n := s.Stats().RoundTrips; n < trips+2 && !slices.Contains(rec.seqs(), 3) {
+					return fmt.Errorf("%d round trips since", n-trips)
+				}
+				return nil
+			})
+			if seqs := rec.seqs(); slices.Contains(seqs, 3) {
+				t.Fatalf("seq 3 counted durable with the replica stopped: %v", seqs)
+			}
+			replica.Continue(t)
+			rec.waitDurable(t, 3)
+			if seqs := rec.seqs(); !slices.Equal(seqs, []uint64{1, 2, 3}) {
+				t.Errorf("durable seqs %v, want 1 2 3 once each", seqs)
+			}
+			rc := replica.Client(t)
+			if last, err := rc.HGet(context.Background(), "baton:{"+id+"}:meta", "last_seq").Uint64(); err != nil || last != 3 {
+				t.Errorf("the replica holds last_seq %d (%v), want 3", last, err)
+			}
+		})
+	}
+}
+
+// TestLeaseReplicas: with NodeOptions.Replicas a renewal holds the lease
+// only once a replica has it. With the replica live the node is told no
+// lapse across several renewals. The replica stopped, the master still
+// takes every renewal (the others see the node alive), but the node is
+// told its lease may have lapsed: a failover now could lose the renewals.
+func TestLeaseReplicas(t *testing.T) {
+	const ttl = 3 * time.Second // as TestLapses: a fifth of it for a loaded machine's wake-up
+	ctx := context.Background()
+	master, replica := withReplica(t)
+	c := redis.NewClient(&redis.Options{Addr: master.Addr()})
+	t.Cleanup(func() { c.Close() })
+	n, err := redisstore.Join(ctx, c, "replicated", redisstore.NodeOptions{LeaseTTL: ttl, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Leave(ctx) })
+	other := join(t, master, "other", ttl)
+
+	select {
+	case <-n.Lapses():
+		t.Fatal("told a lapse with the replica live")
+	case <-time.After(ttl):
+	}
+	replica.Pause(t)
+	select {
+	case <-n.Lapses():
+	case <-time.After(10 * ttl):
+		t.Fatal("no lapse told with the replica stopped")
+	}
+	if alive, err := other.Alive(ctx, "replicated"); err != nil || !alive {
+		t.Errorf("the master lost the lease (alive %v, %v); only its replica stopped", alive, err)
+	}
+}
