@@ -27,15 +27,29 @@ func BenchmarkWriter(b *testing.B) {
 	for _, sessions := range []int{1, 100, 1000} {
 		for _, window := range []int{1, 64} {
 			b.Run(fmt.Sprintf("sessions=%d/window=%d", sessions, window), func(b *testing.B) {
-				benchWriter(b, srv, sessions, window)
+				benchWriter(b, srv, redisstore.Options{}, sessions, window)
 			})
 		}
 	}
 }
 
-func benchWriter(b *testing.B, srv *redistest.Server, sessions, window int) {
+// BenchmarkWriterReplicas: BenchmarkWriter's loads on a master with a
+// replica, each write counting once the replica holds it
+// (Options.Replicas 1, a WAIT per round trip).
+func BenchmarkWriterReplicas(b *testing.B) {
+	master, _ := withReplica(b)
+	for _, sessions := range []int{1, 100, 1000} {
+		for _, window := range []int{1, 64} {
+			b.Run(fmt.Sprintf("sessions=%d/window=%d", sessions, window), func(b *testing.B) {
+				benchWriter(b, master, redisstore.Options{Replicas: 1}, sessions, window)
+			})
+		}
+	}
+}
+
+func benchWriter(b *testing.B, srv *redistest.Server, opt redisstore.Options, sessions, window int) {
 	ctx := context.Background()
-	s, c := newStore(b, srv, "bench", redisstore.Options{})
+	s, c := newStore(b, srv, "bench", opt)
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}

@@ -68,8 +68,8 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 		n.sub.Close()
 		return nil, fmt.Errorf("join the cluster: subscribe: %w", err)
 	}
-	began := time.Now()
-	if err := n.renew(ctx); err != nil {
+	began, err := n.firstRenew(ctx)
+	if err != nil {
 		n.sub.Close()
 		return nil, fmt.Errorf("join the cluster: %w", err)
 	}
@@ -121,6 +121,27 @@ func (n *Node) renew(ctx context.Context) error {
 		return fmt.Errorf("renew the lease: %w", err)
 	}
 	return nil
+}
+
+// firstRenew takes the lease, and returns when the renewal that took it
+// was sent. Too few replicas holding it is retried until ctx is done: a
+// node started while its Redis's replica resyncs (after a restart or a
+// failover, for a moment) waits for it rather than fail to start.
+func (n *Node) firstRenew(ctx context.Context) (time.Time, error) {
+	for {
+		began := time.Now()
+		err := n.renew(ctx)
+		if !errors.Is(err, ErrUnreplicated) {
+			return began, err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return began, err
+		case <-t.C:
+		}
+	}
 }
 
 // heartbeat renews the liveness key three times per TTL.

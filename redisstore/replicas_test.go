@@ -15,7 +15,7 @@ import (
 
 // withReplica starts a master and a replica of it, and waits until the
 // replica acknowledges the master's writes (WAIT).
-func withReplica(t *testing.T) (master, replica *redistest.Server) {
+func withReplica(t testing.TB) (master, replica *redistest.Server) {
 	t.Helper()
 	master = redistest.Start(t)
 	replica = redistest.StartConfig(t, redistest.Config{ReplicaOf: master.Addr()})
@@ -34,7 +34,7 @@ func withReplica(t *testing.T) (master, replica *redistest.Server) {
 
 // eventually polls cond until it returns nil, failing t after waitTimeout
 // with its last error.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) error) {
+func eventually(t testing.TB, what string, cond func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

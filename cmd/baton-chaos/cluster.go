@@ -140,7 +140,10 @@ func (r *redisServer) start(ctx context.Context) error {
 		}
 		args = append([]string{conf, "--sentinel"}, args...)
 	default:
-		args = append(args, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+		// A replica's full resync (after a restart or a failover) starts
+		// at once, not after the default 5 s wait for more replicas: the
+		// nodes count no write (--redis-replicas) until it is done.
+		args = append(args, "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--repl-diskless-sync-delay", "0")
 		// Only at the first start: restarted, a server comes back as a
 		// master with what it had, and the sentinels make it a replica
 		// again if another is the master now.
