@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -144,5 +145,54 @@ func TestLeaseReplicas(t *testing.T) {
 	}
 	if alive, err := other.Alive(ctx, "replicated"); err != nil || !alive {
 		t.Errorf("the master lost the lease (alive %v, %v); only its replica stopped", alive, err)
+	}
+}
+
+// TestJoinWaitsForReplica: a node joining while no replica holds its
+// writes (the replica stopped, as during a resync) waits for one rather
+// than fail: the master takes its renewals meanwhile, and Join returns
+// once the replica is back. A ctx that ends first fails it with
+// ErrUnreplicated.
+func TestJoinWaitsForReplica(t *testing.T) {
+	ctx := context.Background()
+	master, replica := withReplica(t)
+	c := master.Client(t)
+	replica.Pause(t)
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := redisstore.Join(short, c, "early", redisstore.NodeOptions{Replicas: 1}); !errors.Is(err, redisstore.ErrUnreplicated) {
+		t.Fatalf("Join with the replica stopped and a short ctx: %v, want ErrUnreplicated", err)
+	}
+
+	joined := make(chan error, 1)
+	var n *redisstore.Node
+	go func() {
+		jctx, cancel := context.WithTimeout(ctx, waitTimeout)
+		defer cancel()
+		var err error
+		n, err = redisstore.Join(jctx, c, "waiting", redisstore.NodeOptions{Replicas: 1})
+		joined <- err
+	}()
+	eventually(t, "the master holding the joining node's lease", func(ctx context.Context) error {
+		if n, err := c.Exists(ctx, "baton:node:waiting").Result(); err != nil || n != 1 {
+			return fmt.Errorf("exists %d, %v", n, err)
+		}
+		return nil
+	})
+	select {
+	case err := <-joined:
+		t.Fatalf("Join returned (%v) with no replica holding its renewal", err)
+	default:
+	}
+	replica.Continue(t)
+	select {
+	case err := <-joined:
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Leave(ctx)
+	case <-time.After(waitTimeout):
+		t.Fatal("Join did not return once the replica was back")
 	}
 }
