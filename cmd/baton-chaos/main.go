@@ -9,7 +9,7 @@
 // schedule drawn from --seed, latency, stalls, connection resets, a
 // partition of one node from Redis, a pub/sub kill, a Redis restart from
 // its append-only file, and kill -9 of a node (started again); with
-// --sentinel, Redis is a master, a replica and three sentinels, and
+// --sentinel, Redis is a master, two replicas and three sentinels, and
 // failovers are among the faults (sentinel.go). Every task
 // that calls a tool calls a counting MCP server (this command, run as
 // "baton-chaos mcp-count"), whose ledger shows a tool call Baton made
@@ -94,7 +94,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	faults := fs.String("faults", "", "the faults to inject, comma-separated (default "+joinKinds(kinds)+"; with --sentinel "+joinKinds(sentinelKinds)+")")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed of the schedule and the clients (0: one from the clock, printed)")
 	fs.Float64Var(&c.dropRate, "drop-rate", 6, "connection drops per client per minute")
-	fs.BoolVar(&c.sentinel, "sentinel", false, "run Redis as a Sentinel setup (a master, a replica, three sentinels) and inject failovers; the nodes then reach Redis directly, not through their fault proxies, and need a baton whose --redis-url takes a Sentinel URL")
+	fs.BoolVar(&c.sentinel, "sentinel", false, "run Redis as a Sentinel setup (a master, two replicas, three sentinels) and inject failovers; the nodes then reach Redis directly, not through their fault proxies, and need a baton whose --redis-url takes a Sentinel URL")
 	fs.StringVar(&c.baton, "baton", "", "the baton binary (default: go build ./cmd/baton of this module into a temporary directory)")
 	fs.BoolVar(&c.race, "race", false, "build baton with -race (without --baton)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 30*time.Millisecond, "the nodes' --sim-delay")

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// With --sentinel, Redis is a Sentinel setup: a master and a replica
+// With --sentinel, Redis is a Sentinel setup: a master and two replicas
 // (each with its append-only file) and three sentinels (quorum 2), and
 // the nodes' --redis-url is its failover URL. The nodes then reach the
 // master the sentinels name directly, not through their fault proxies.
@@ -54,8 +54,13 @@ func startRedisSet(ctx context.Context, dir string, sentinel bool) (*redisSet, e
 		return rs, nil
 	}
 	master := rs.servers[0].addr()
-	if err := add("replica", redisOptions{replicaOf: master}, &rs.servers); err != nil {
-		return rs, err
+	// Two replicas, as docs/scaling.md advises with --redis-replicas 1:
+	// after a failover the new master has one at once, and a write
+	// counts while the old master comes back.
+	for _, name := range []string{"replica", "replica-2"} {
+		if err := add(name, redisOptions{replicaOf: master}, &rs.servers); err != nil {
+			return rs, err
+		}
 	}
 	host, port, _ := net.SplitHostPort(master)
 	conf := func(int) string {
@@ -105,7 +110,7 @@ func (rs *redisSet) master(ctx context.Context) (*redisServer, error) {
 // waitReady waits until every sentinel names the same master, knows its
 // replica, and the replica is in sync: a failover may be asked for.
 func (rs *redisSet) waitReady(ctx context.Context) error {
-	return waitFor(ctx, "a master, a replica in sync, and every sentinel knowing both", func(ctx context.Context) error {
+	return waitFor(ctx, "a master, its replicas in sync, and every sentinel knowing them", func(ctx context.Context) error {
 		m, err := rs.master(ctx)
 		if err != nil {
 			return err
