@@ -22,7 +22,7 @@ type Node struct {
 	rdb      redis.UniversalClient
 	id       string
 	ttl      time.Duration
-	replicas int // NodeOptions.Replicas
+	replicas *replicaSet // NodeOptions.Replicas
 	// sub is the node's subscription to its channel, made by Join so that
 	// the node is never seen alive without it.
 	sub *redis.PubSub
@@ -49,8 +49,9 @@ type NodeOptions struct {
 	// LeaseTTL is how long the node is taken to be alive after its last
 	// renewal. Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
-	// Replicas is how many replicas must hold a renewal (Redis WAIT)
-	// before it counts: a renewal a failover loses would have the others
+	// Replicas, when > 0, has a renewal count only once every replica
+	// online holds it, and at least Replicas of them (Redis WAIT; see
+	// Options.Replicas): a renewal a failover loses would have the others
 	// take this node's runs over while it counts its lease held. Zero
 	// (the default): the master's reply counts.
 	Replicas int
@@ -61,7 +62,7 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 	if opt.LeaseTTL <= 0 {
 		opt.LeaseTTL = DefaultLeaseTTL
 	}
-	n := &Node{rdb: rdb, id: id, ttl: opt.LeaseTTL, replicas: opt.Replicas, stop: make(chan struct{}),
+	n := &Node{rdb: rdb, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas}, stop: make(chan struct{}),
 		renewed: make(chan time.Time, 1), lapses: make(chan struct{}, 1)}
 	n.sub = rdb.Subscribe(ctx, channel(id))
 	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
@@ -98,18 +99,16 @@ redis.call('SADD', KEYS[2], ARGV[3])
 return 1
 `)
 
-// renew renews the lease; with NodeOptions.Replicas, only once that many
-// replicas hold the renewal (WAIT, on the same connection: a pipeline).
+// renew renews the lease; with NodeOptions.Replicas, only once the
+// replicas hold the renewal (replicaSet: WAIT on the same connection, in
+// one pipeline).
 func (n *Node) renew(ctx context.Context) error {
 	p := n.rdb.Pipeline()
 	// EVAL, not EVALSHA: a restarted Redis has no script cache, and a
 	// pipeline does not fall back.
 	renewScript.Eval(ctx, p, []string{aliveKey(n.id), nodesKey},
 		time.Now().UTC().Format(time.RFC3339Nano), n.ttl.Milliseconds(), n.id)
-	var wait *redis.Cmd
-	if n.replicas > 0 {
-		wait = p.Do(ctx, "WAIT", n.replicas, (n.ttl / 6).Milliseconds())
-	}
+	replicas := n.replicas.queue(ctx, p, n.ttl/6)
 	cmds, err := p.Exec(ctx)
 	if err != nil {
 		return fmt.Errorf("renew the lease: %w", err)
@@ -117,7 +116,7 @@ func (n *Node) renew(ctx context.Context) error {
 	if err := cmds[0].Err(); err != nil {
 		return fmt.Errorf("renew the lease: %w", err)
 	}
-	if err := replicated(wait, n.replicas); err != nil {
+	if err := replicas.check(); err != nil {
 		return fmt.Errorf("renew the lease: %w", err)
 	}
 	return nil

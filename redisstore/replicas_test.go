@@ -18,19 +18,29 @@ import (
 // replica acknowledges the master's writes (WAIT).
 func withReplica(t testing.TB) (master, replica *redistest.Server) {
 	t.Helper()
+	master, replicas := withReplicas(t, 1)
+	return master, replicas[0]
+}
+
+// withReplicas starts a master and n replicas of it, and waits until
+// every replica acknowledges the master's writes (WAIT).
+func withReplicas(t testing.TB, n int) (master *redistest.Server, replicas []*redistest.Server) {
+	t.Helper()
 	master = redistest.Start(t)
-	replica = redistest.StartConfig(t, redistest.Config{ReplicaOf: master.Addr()})
+	for range n {
+		replicas = append(replicas, redistest.StartConfig(t, redistest.Config{ReplicaOf: master.Addr()}))
+	}
 	c := master.Client(t)
-	eventually(t, "the replica in sync", func(ctx context.Context) error {
+	eventually(t, "the replicas in sync", func(ctx context.Context) error {
 		if err := c.Set(ctx, "sync", "1", 0).Err(); err != nil {
 			return err
 		}
-		if n, err := c.Wait(ctx, 1, 100*time.Millisecond).Result(); err != nil || n != 1 {
-			return fmt.Errorf("WAIT: %d replicas, %v", n, err)
+		if got, err := c.Wait(ctx, n, 100*time.Millisecond).Result(); err != nil || got != int64(n) {
+			return fmt.Errorf("WAIT: %d replicas, %v", got, err)
 		}
 		return nil
 	})
-	return master, replica
+	return master, replicas
 }
 
 // eventually polls cond until it returns nil, failing t after waitTimeout
@@ -55,27 +65,31 @@ func eventually(t testing.TB, what string, cond func(ctx context.Context) error)
 }
 
 // TestReplicas: with Options.Replicas a write counts (OnDurable) only
-// once a replica holds it. The replica stopped (SIGSTOP), the master
-// takes the write and the writer sends it again and again, but it never
-// counts; continued, the replica catches up and the write counts, once.
-// Without Replicas the master's reply counts.
+// once every replica online holds it, and at least Replicas of them. One
+// replica stopped (SIGSTOP: its link stays up, as a replica that lags),
+// the master takes the write and the writer sends it again and again, but
+// it never counts — even when another replica holds it, for the sentinels
+// might promote the stopped one; continued, the replica catches up and
+// the write counts, once. Without Replicas the master's reply counts.
 func TestReplicas(t *testing.T) {
 	for _, tt := range []struct {
-		name     string
-		replicas int
+		name          string
+		min, replicas int
 	}{
-		{name: "the master's reply counts", replicas: 0},
-		{name: "a replica must hold the write", replicas: 1},
+		{name: "the master's reply counts", min: 0, replicas: 1},
+		{name: "the replica must hold the write", min: 1, replicas: 1},
+		{name: "both replicas must hold the write", min: 1, replicas: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			master, replica := withReplica(t)
-			s, c := newStore(t, master, "a", redisstore.Options{Replicas: tt.replicas})
+			master, replicas := withReplicas(t, tt.replicas)
+			stopped := replicas[len(replicas)-1]
+			s, c := newStore(t, master, "a", redisstore.Options{Replicas: tt.min})
 			id, r, rec := newSession(t, s, 1, 100)
 			defer r.Close()
 			appendCommit(t, r, 1)
 			rec.waitDurable(t, 1)
 
-			replica.Pause(t)
+			stopped.Pause(t)
 			appendCommit(t, r, 2)
 			eventually(t, "the master holding seq 3", func(ctx context.Context) error {
 				last, err := c.HGet(ctx, "baton:{"+id+"}:meta", "last_seq").Uint64()
@@ -84,9 +98,9 @@ func TestReplicas(t *testing.T) {
 				}
 				return nil
 			})
-			if tt.replicas == 0 {
+			if tt.min == 0 {
 				rec.waitDurable(t, 3)
-				replica.Continue(t)
+				stopped.Continue(t)
 				return
 			}
 			// Two more round trips, each ending in a WAIT that timed out:
@@ -99,16 +113,18 @@ func TestReplicas(t *testing.T) {
 				return nil
 			})
 			if seqs := rec.seqs(); slices.Contains(seqs, 3) {
-				t.Fatalf("seq 3 counted durable with the replica stopped: %v", seqs)
+				t.Fatalf("seq 3 counted durable with a replica stopped: %v", seqs)
 			}
-			replica.Continue(t)
+			stopped.Continue(t)
 			rec.waitDurable(t, 3)
 			if seqs := rec.seqs(); !slices.Equal(seqs, []uint64{1, 2, 3}) {
 				t.Errorf("durable seqs %v, want 1 2 3 once each", seqs)
 			}
-			rc := replica.Client(t)
-			if last, err := rc.HGet(context.Background(), "baton:{"+id+"}:meta", "last_seq").Uint64(); err != nil || last != 3 {
-				t.Errorf("the replica holds last_seq %d (%v), want 3", last, err)
+			for i, rs := range replicas {
+				rc := rs.Client(t)
+				if last, err := rc.HGet(context.Background(), "baton:{"+id+"}:meta", "last_seq").Uint64(); err != nil || last != 3 {
+					t.Errorf("replica %d holds last_seq %d (%v), want 3", i, last, err)
+				}
 			}
 		})
 	}

@@ -64,14 +64,15 @@ type Options struct {
 	// past it the ring is lost (ErrBacklog) rather than grow. Defaults to
 	// twice the ring's capacity, and at least 1024.
 	MaxPending int
-	// Replicas is how many replicas must hold a write (Redis WAIT) before
-	// it counts as written: before OnDurable hands its events on, and
-	// before Flush or Settled return. What a client receives or a run acts
-	// on is then never lost by a failover to a replica that has it (the
-	// sentinels promote the replica furthest ahead). A write the master
-	// took but too few replicas acknowledged in time is sent again (the
-	// append script skips what the store holds) and counts as a failure
-	// toward GiveUpAfter. Zero (the default): the master's reply counts.
+	// Replicas, when > 0, has a write count as written only once every
+	// replica the master has online holds it, and at least Replicas of
+	// them (Redis WAIT; replicaSet): before OnDurable hands its events on,
+	// and before Flush or Settled return. What a client receives or a run
+	// acts on is then never lost by a failover, whichever replica the
+	// sentinels promote. A write the master took but too few replicas
+	// acknowledged in time is sent again (the append script skips what
+	// the store holds) and counts as a failure toward GiveUpAfter. Zero
+	// (the default): the master's reply counts.
 	Replicas int
 	// MaxBatch is how many sessions one round trip writes at most.
 	// Defaults to 1000.
@@ -100,10 +101,11 @@ type Store struct {
 	done      chan struct{} // closed when the writer has returned
 	wake      chan struct{} // one token: the writer has work
 
-	mu      sync.Mutex // guards ready and exited
-	ready   []*Ring    // rings with committed units waiting for the writer, each once
-	exited  bool       // the writer returned: nothing more is written
-	written stats
+	mu       sync.Mutex // guards ready and exited
+	ready    []*Ring    // rings with committed units waiting for the writer, each once
+	exited   bool       // the writer returned: nothing more is written
+	written  stats
+	replicas replicaSet // what a write needs to count (Options.Replicas)
 }
 
 // stats counts the writer's work (atomics: read by Stats).
@@ -152,12 +154,13 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 		opt.TailClient = client
 	}
 	s := &Store{
-		client: client,
-		opt:    opt,
-		log:    opt.Logger.With("node", opt.Node),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		wake:   make(chan struct{}, 1),
+		replicas: replicaSet{min: opt.Replicas},
+		client:   client,
+		opt:      opt,
+		log:      opt.Logger.With("node", opt.Node),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
 	}
 	go s.run() // owned by s: Close waits for done
 	return s, nil

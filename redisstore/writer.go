@@ -19,14 +19,10 @@ import (
 const writeTimeout = 10 * time.Second
 
 // replicaWait is how long one round trip's WAIT waits for the replicas
-// (Options.Replicas) before the write is sent again. Well under the
+// (Options.Replicas, replicaSet) before the write is sent again. Well under the
 // client's read timeout (3 s by default), which would close the
 // connection instead.
 const replicaWait = time.Second
-
-// ErrUnreplicated is the writer's failure (retried) when fewer replicas
-// than Options.Replicas acknowledged a write in time.
-var ErrUnreplicated = errors.New("redisstore: too few replicas acknowledged the write")
 
 // job is one session's write in a round trip: the ring's flight, to be
 // written after the seq Redis held when it was taken.
@@ -138,12 +134,9 @@ func (s *Store) write(jobs []job) (failed bool) {
 	for i, j := range jobs {
 		cmds[i] = appendScript.EvalSha(ctx, pipe, j.r.keys[:], j.args()...)
 	}
-	var wait *redis.Cmd
-	if s.opt.Replicas > 0 {
-		wait = pipe.Do(ctx, "WAIT", s.opt.Replicas, replicaWait.Milliseconds())
-	}
+	replicas := s.replicas.queue(ctx, pipe, replicaWait)
 	_, _ = pipe.Exec(ctx) // each command's error is read below
-	unreplicated := replicated(wait, s.opt.Replicas)
+	unreplicated := replicas.check()
 	s.written.roundTrips.Add(1)
 	s.written.scripts.Add(uint64(len(jobs)))
 
@@ -201,23 +194,6 @@ func (s *Store) write(jobs []job) (failed bool) {
 		s.log.Warn("redisstore: write failed, retrying", "sessions", len(jobs), "err", firstErr)
 	}
 	return failed
-}
-
-// replicated returns nil when wait, the WAIT ending a round trip (nil
-// when none is asked for), says that want replicas hold its writes, or
-// why not.
-func replicated(wait *redis.Cmd, want int) error {
-	if wait == nil {
-		return nil
-	}
-	n, err := wait.Int64()
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: WAIT: %w", ErrUnreplicated, err)
-	case n < int64(want):
-		return fmt.Errorf("%w: %d of %d in time", ErrUnreplicated, n, want)
-	}
-	return nil
 }
 
 // abandon ends writing when the writer returns: rings still waiting are
