@@ -99,7 +99,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
 	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
-	fs.BoolVar(&o.Adaptive, "adaptive", false, "make every run adaptive: decide after each task whether to continue, adjust the plan, ask the user or synthesize")
+	fs.BoolVar(&o.Adaptive, "adaptive", false, "make every plan-mode run adaptive: decide after each task whether to continue, adjust the plan, ask the user or synthesize")
 	fs.StringVar(&o.DefaultMode, "default-mode", wsproto.ModePlan, "mode of a user.message that names none: plan (plan, confirm, solve, aggregate) or chat (one agent loop answers it directly)")
 	fs.Int64Var(&o.ReadLimit, "read-limit", 65536, "largest client frame in bytes (larger closes with 1009)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 150*time.Millisecond, "pace of the simulated model's steps (0 for load tests)")
