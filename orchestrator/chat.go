@@ -51,7 +51,7 @@ func chatTask(request string) wsproto.Task {
 	return wsproto.Task{ID: chatTaskID, Title: chatTitle(request), Description: request, DependsOn: []string{}}
 }
 
-// chatTitle is the request's first line, cut to chatTitleBytes on a rune
+// chatTitle is the request's first non-blank line, cut to chatTitleBytes on a rune
 // boundary with "…" marking a cut.
 func chatTitle(request string) string {
 	title := strings.TrimSpace(request)
