@@ -87,8 +87,9 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 	return sess.start(request, tasks, adaptive, false)
 }
 
-// start starts a run: a chat run (tasks then hold its one task, checked
-// by the caller) or a pipeline as startRun says.
+// start starts a run: a chat run (tasks then hold its one task, which the
+// model may refuse as a task: invalid_message, the client sent a message)
+// or a pipeline as startRun says.
 func (sess *session) start(request string, tasks []wsproto.Task, adaptive, chat bool) *wsproto.Error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()

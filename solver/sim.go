@@ -118,7 +118,8 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 const simStreamPieces = 4
 
 // simStream reports a chat run's answer as a model streams it: in pieces
-// that together are the answer, step apart, progress going from base to 1.
+// that together are the answer, a quarter of step apart (the round has
+// waited its step already), progress going from base to 1.
 func simStream(ctx context.Context, answer string, step time.Duration, base float64, progress func(float64, string)) error {
 	pieces := splitPieces(answer, simStreamPieces)
 	for i, p := range pieces {
