@@ -72,6 +72,19 @@ func (c *Client) Message(ctx context.Context, text string) error {
 	return c.Send(ctx, wsproto.EventUserMessage, "", text, nil)
 }
 
+// MessageChat starts a chat run for a request (§5.6): one agent loop
+// answers it directly, with no plan and no plan confirmation; the run's
+// one task is t1 and its result the final answer.
+func (c *Client) MessageChat(ctx context.Context, text string) error {
+	return c.Send(ctx, wsproto.EventUserMessage, "", text, map[string]any{"mode": wsproto.ModeChat})
+}
+
+// MessagePlan starts a plan-mode run for a request whatever the server's
+// --default-mode.
+func (c *Client) MessagePlan(ctx context.Context, text string) error {
+	return c.Send(ctx, wsproto.EventUserMessage, "", text, map[string]any{"mode": wsproto.ModePlan})
+}
+
 // MessageAdaptive starts an adaptive run for a request (§11): the model
 // decides after each task whether to continue, adjust the plan, ask the
 // user or synthesize.

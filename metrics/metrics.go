@@ -150,7 +150,7 @@ func New() *Metrics {
 	for _, o := range []string{orchestrator.ResumeReplay, orchestrator.ResumeResync, orchestrator.ResumeRejected, orchestrator.ResumeFailed} {
 		m.resumes.WithLabelValues(o)
 	}
-	for _, k := range []string{orchestrator.RunPlan, orchestrator.RunTasks, orchestrator.RunTakenOver} {
+	for _, k := range []string{orchestrator.RunPlan, orchestrator.RunTasks, orchestrator.RunChat, orchestrator.RunTakenOver} {
 		m.runsStarted.WithLabelValues(k)
 	}
 	for _, stage := range []string{orchestrator.StagePlan, orchestrator.StageTask} {

@@ -52,11 +52,13 @@ const (
 // emitted (apply) and from notes the run makes where the events do not
 // say enough (runStartedLocked, answeredLocked and the like).
 type runCheckpoint struct {
-	ID       string    `json:"id"`
-	Request  string    `json:"request"`
-	Adaptive bool      `json:"adaptive"`
-	Started  time.Time `json:"started"`
-	Stage    string    `json:"stage"`
+	ID       string `json:"id"`
+	Request  string `json:"request"`
+	Adaptive bool   `json:"adaptive"`
+	// Chat marks a chat run (chat.go); its Tasks are its one task.
+	Chat    bool      `json:"chat,omitempty"`
+	Started time.Time `json:"started"`
+	Stage   string    `json:"stage"`
 	// Tasks are a user.solve_tasks run's, until it starts solving.
 	Tasks []wsproto.Task `json:"tasks,omitempty"`
 
@@ -349,7 +351,7 @@ func (sess *session) runStartedLocked(r *run, tasks []wsproto.Task) {
 	if sess.dur == nil {
 		return
 	}
-	r.cp = &runCheckpoint{ID: r.id, Request: r.request, Adaptive: r.adaptive, Started: r.started,
+	r.cp = &runCheckpoint{ID: r.id, Request: r.request, Adaptive: r.adaptive, Chat: r.chat, Started: r.started,
 		Stage: stageStarting, Tasks: tasks}
 	sess.changedLocked()
 }

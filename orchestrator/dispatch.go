@@ -77,6 +77,9 @@ func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 func (sess *session) apply(req wsproto.Request) *wsproto.Error {
 	switch req := req.(type) {
 	case *wsproto.Message:
+		if sess.messageMode(req) == wsproto.ModeChat {
+			return sess.startChat(req.Text)
+		}
 		return sess.startRun(req.Text, nil, req.Adaptive)
 	case *wsproto.SolveTasks:
 		if req.Tasks == nil {

@@ -36,7 +36,7 @@ type Observer interface {
 	// SendOverflow: a connection's send queue overflowed and it is being
 	// closed with 1013.
 	SendOverflow()
-	// RunStarted: a run started (RunPlan or RunTasks) or was taken over
+	// RunStarted: a run started (RunPlan, RunTasks or RunChat) or was taken over
 	// (RunTakenOver). RunEnded: it ended with the outcome its "run ended"
 	// log line names, and for a cancelled run its reason ("" otherwise).
 	RunStarted(kind string)
@@ -84,6 +84,7 @@ const (
 const (
 	RunPlan      = "plan"
 	RunTasks     = "tasks"
+	RunChat      = "chat"
 	RunTakenOver = "taken_over"
 )
 

@@ -183,7 +183,7 @@ type restoredRun struct {
 // restoreRun rebuilds the run x records, with its confirmations open
 // again. Called before the session is visible to anyone.
 func (sess *session) restoreRun(x *runCheckpoint) *run {
-	r := &run{id: x.ID, sess: sess, request: x.Request, adaptive: x.Adaptive, started: x.Started,
+	r := &run{id: x.ID, sess: sess, request: x.Request, adaptive: x.Adaptive, chat: x.Chat, started: x.Started,
 		usage: x.PlanUsage, summary: x.Summary, confirmed: x.Confirmed}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	if sess.dur != nil {

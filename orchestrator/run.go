@@ -25,6 +25,7 @@ type run struct {
 	sess     *session
 	request  string
 	adaptive bool // the decide step runs after each task (§11)
+	chat     bool // a chat run: one task, the request, answered directly (chat.go)
 	started  time.Time
 	usage    wsproto.Usage // planning's tokens; only the run's goroutine touches it
 	// summary is the confirmed plan's, and confirmed says the user
@@ -83,6 +84,13 @@ var (
 // when tasks is non-nil; adaptive (or the server's Adaptive option) adds
 // the decide step. It runs on the connection's reader goroutine.
 func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive bool) *wsproto.Error {
+	return sess.start(request, tasks, adaptive, false)
+}
+
+// start starts a run: a chat run (tasks then hold its one task, which the
+// model may refuse as a task: invalid_message, the client sent a message)
+// or a pipeline as startRun says.
+func (sess *session) start(request string, tasks []wsproto.Task, adaptive, chat bool) *wsproto.Error {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.run != nil {
@@ -91,7 +99,11 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 	if sess.srv.draining.Load() {
 		return errDraining()
 	}
-	if tasks != nil {
+	if chat {
+		if probs := sess.srv.validateTasks(tasks); probs != nil {
+			return chatRefused(probs)
+		}
+	} else if tasks != nil {
 		if probs := sess.srv.validateTasks(tasks); probs != nil {
 			return invalidTasks(probs)
 		}
@@ -103,7 +115,7 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 		return e
 	}
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now(),
-		adaptive: adaptive || sess.srv.opts.Adaptive}
+		adaptive: !chat && (adaptive || sess.srv.opts.Adaptive), chat: chat}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	sess.run = r
 	sess.runStartedLocked(r, tasks)
@@ -453,6 +465,7 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 		Request:     r.request,
 		PlanSummary: summary,
 		Adaptive:    r.adaptive,
+		Chat:        r.chat,
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
 
@@ -468,7 +481,7 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 	}
 	r.sess.mu.Lock()
 	if from == nil {
-		r.sess.state.BeginSolving(r.id, r.request, tasks)
+		r.sess.state.BeginSolvingMode(r.id, r.request, r.mode(), tasks)
 	}
 	r.sched = sched
 	r.sess.solvingLocked(r)
@@ -511,7 +524,9 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	}
 	var out aggregator.Output
 	var err error
-	if counts.Completed == 0 {
+	if r.chat && counts.Completed == 1 {
+		out = chatAnswer(report) // the answer is the task's: nothing to combine
+	} else if counts.Completed == 0 {
 		// Nothing to summarise: the answer explains the failure without
 		// asking the model again (it may be what failed).
 		out = aggregator.Explain(in)

@@ -17,7 +17,11 @@ import (
 func (r *run) logStart(tasks []wsproto.Task) {
 	kind := RunPlan
 	attrs := []any{"session", r.sess.id, "run", r.id, "kind", RunPlan}
-	if tasks != nil {
+	switch {
+	case r.chat:
+		kind = RunChat
+		attrs[len(attrs)-1] = RunChat
+	case tasks != nil:
 		kind = RunTasks
 		attrs = append(attrs[:len(attrs)-1], RunTasks, "tasks", len(tasks))
 	}

@@ -51,9 +51,12 @@ type Options struct {
 	// MaxTasks is the longest task list accepted, also after an
 	// adjustment. Defaults to 50.
 	MaxTasks int
-	// Adaptive makes every run adaptive (§11), as metadata.adaptive does
-	// for one. Defaults to false.
+	// Adaptive makes every plan-mode run adaptive (§11), as
+	// metadata.adaptive does for one. Defaults to false.
 	Adaptive bool
+	// DefaultMode is the mode of a user.message that names none:
+	// wsproto.ModePlan or wsproto.ModeChat. Defaults to ModePlan.
+	DefaultMode string
 	// ReadLimit is the largest client frame in bytes; a larger one closes
 	// the connection with 1009. Defaults to 65536.
 	ReadLimit int64

@@ -16,7 +16,12 @@ type taskEvents struct{ r *run }
 var _ solver.Events = taskEvents{}
 
 func (e taskEvents) Started(id string, attempt int) {
-	e.r.emit(wsproto.EventSolverStart, "Started "+id, &wsproto.SolverStart{RunID: e.r.id, TaskID: id, Attempt: attempt})
+	m := &wsproto.SolverStart{RunID: e.r.id, TaskID: id, Attempt: attempt}
+	if e.r.chat {
+		task := chatTask(e.r.request)
+		m.Mode, m.Task = wsproto.ModeChat, &task
+	}
+	e.r.emit(wsproto.EventSolverStart, "Started "+id, m)
 }
 
 func (e taskEvents) Progress(id string, attempt int, f float64, msg string) {

@@ -12,6 +12,10 @@ const systemIntro = `You are one worker of a task pipeline: do only your task an
 Use the tools when they help; keep your todo list current with todo_write and todo_update.
 When you have what you need, answer with the result itself, without calling a tool.`
 
+const chatIntro = `You answer the user's message directly, as an assistant in a chat.
+Use the tools when they help; for work of several steps, keep a todo list with todo_write and todo_update.
+When you have what you need, write the answer itself, without calling a tool: the user reads it as you write it.`
+
 // systemPrompt is built afresh for every round from the run's task list,
 // the task's todo list and the user's answers, so the model always sees
 // them as they are now, once.
@@ -23,12 +27,18 @@ func systemPrompt(t *Turn) string {
 			b.WriteString(p)
 		}
 	}
-	line(systemIntro, "\n\nRound ", strconv.Itoa(t.Round), " of at most ", strconv.Itoa(t.MaxRounds), ".")
+	intro, tasks := systemIntro, t.Tasks
+	if t.Chat {
+		intro, tasks = chatIntro, nil // a chat run's one task is the message itself
+	}
+	line(intro, "\n\nRound ", strconv.Itoa(t.Round), " of at most ", strconv.Itoa(t.MaxRounds), ".")
 	if len(t.Tools) == 0 {
 		b.WriteString(" No tools this round: answer now.")
 	}
-	b.WriteString("\n\nThe run's tasks:\n")
-	for _, s := range t.Tasks {
+	if len(tasks) > 0 {
+		b.WriteString("\n\nThe run's tasks:\n")
+	}
+	for _, s := range tasks {
 		line("- [", s.Status, "] ", s.Task.ID, ": ", s.Task.Title)
 		for k, d := range s.Task.DependsOn {
 			if k == 0 {
@@ -66,6 +76,9 @@ func systemPrompt(t *Turn) string {
 // taskPrompt is the conversation's first user message: the request, the
 // plan and the dependencies' results within budget bytes, and the task.
 func taskPrompt(in Input, budget int) string {
+	if in.Chat {
+		return in.Task.Description // the user's message, as written
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Request:\n%s\n\nPlan: %s\n", in.Request, in.PlanSummary)
 	if len(in.Dependencies) > 0 {

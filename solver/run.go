@@ -332,6 +332,7 @@ func (s *scheduler) start(ctx context.Context, i int) {
 	in := Input{
 		Request:      s.opts.Request,
 		PlanSummary:  s.opts.PlanSummary,
+		Chat:         s.opts.Chat,
 		Task:         t,
 		Tasks:        s.snapshot(),
 		Dependencies: make(map[string]string, len(t.DependsOn)),

@@ -86,11 +86,17 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 		}
 	}
 	if len(calls) > 0 {
-		progress(min(float64(done+1)/float64(rounds), 0.95), "Calling "+calls[0].Name)
+		msg := "Calling " + calls[0].Name
+		if t.Chat {
+			msg = "" // a chat run's progress is the reply's text: none before a tool call
+		}
+		progress(min(float64(done+1)/float64(rounds), 0.95), msg)
 		return Reply{ToolCalls: calls}, nil
 	}
-	progress(1, "Answering")
 	answer := simAnswer(t)
+	if !t.Chat {
+		progress(1, "Answering")
+	}
 	if n, ok := sim.ResultBytes(desc); ok {
 		// Like a model whose reply streams past the limit: no more than
 		// a byte past what the run keeps is built, and the whole length
@@ -100,7 +106,46 @@ func (m *Sim) Turn(ctx context.Context, t *Turn, progress func(float64, string))
 		}
 		answer = padTo(answer, n)
 	}
+	if t.Chat {
+		if err := simStream(ctx, answer, step, float64(rounds-1)/float64(rounds), progress); err != nil {
+			return Reply{}, err
+		}
+	}
 	return Reply{Text: answer}, nil
+}
+
+// simStreamPieces is how many pieces a chat run's answer is written in.
+const simStreamPieces = 4
+
+// simStream reports a chat run's answer as a model streams it: in pieces
+// that together are the answer, a quarter of step apart (the round has
+// waited its step already), progress going from base to 1.
+func simStream(ctx context.Context, answer string, step time.Duration, base float64, progress func(float64, string)) error {
+	pieces := splitPieces(answer, simStreamPieces)
+	for i, p := range pieces {
+		if i > 0 {
+			if err := failure.Wait(ctx, step/simStreamPieces); err != nil {
+				return err
+			}
+		}
+		progress(base+(1-base)*float64(i+1)/float64(len(pieces)), p)
+	}
+	return nil
+}
+
+// splitPieces cuts s into at most n pieces at spaces (each space kept at
+// the start of the piece that follows it), which concatenated are s.
+func splitPieces(s string, n int) []string {
+	var pieces []string
+	for k := n; k > 1 && len(s) > 0; k-- {
+		cut := strings.IndexByte(s[min(len(s)/k, len(s)-1)+1:], ' ')
+		if cut < 0 {
+			break
+		}
+		cut += min(len(s)/k, len(s)-1) + 1
+		pieces, s = append(pieces, s[:cut]), s[cut:]
+	}
+	return append(pieces, s)
 }
 
 // padTo is s cut or padded with filler text to exactly n bytes, for

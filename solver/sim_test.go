@@ -126,3 +126,29 @@ func TestSimFaults(t *testing.T) {
 		t.Errorf("todo events before the successful attempt: %q", lines)
 	}
 }
+
+func TestSplitPieces(t *testing.T) {
+	tests := []struct {
+		name string
+		s    string
+		max  int
+	}{
+		{name: "empty", s: "", max: 1},
+		{name: "one word", s: "word", max: 1},
+		{name: "a sentence", s: "What time is it in Tokyo?: done.", max: 4},
+		{name: "two words", s: "a b", max: 2},
+		{name: "spaces at the ends", s: " lead and trail ", max: 4},
+		{name: "a long word then words", s: strings.Repeat("x", 50) + " y z", max: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pieces := splitPieces(tt.s, simStreamPieces)
+			if strings.Join(pieces, "") != tt.s || len(pieces) > simStreamPieces {
+				t.Errorf("splitPieces(%q) = %q: not the text in at most %d pieces", tt.s, pieces, simStreamPieces)
+			}
+			if len(pieces) < tt.max {
+				t.Errorf("splitPieces(%q) = %q: fewer than %d pieces", tt.s, pieces, tt.max)
+			}
+		})
+	}
+}

@@ -33,7 +33,11 @@ type Result struct {
 type Input struct {
 	Request     string
 	PlanSummary string
-	Task        wsproto.Task
+	// Chat says the task is a chat run's one task (Options.Chat): the
+	// request answered directly, its reply's text streamed to the user as
+	// it is written (progress messages are the text, not a status line).
+	Chat bool
+	Task wsproto.Task
 	// Tasks is the whole task list with each task's status at the time
 	// this execution starts.
 	Tasks []TaskStatus
@@ -136,6 +140,9 @@ type Options struct {
 	// Adaptive runs the decide step (Events.Adapt) after each task
 	// completes. Defaults to false.
 	Adaptive bool
+	// Chat marks a chat run: one task, the request itself, answered
+	// directly (Input.Chat). Defaults to false.
+	Chat bool
 	// MaxTasks bounds the task list a change may make. Defaults to 50.
 	MaxTasks int
 	// MaxResultBytes bounds what the run keeps of a model's text: a

@@ -160,6 +160,22 @@ var agreementRuns = []struct {
 			}
 		})
 	}},
+	{"a chat run: a tool confirmation, a question, the answer streamed", func(r *recorder) {
+		r.send(map[string]any{"event": "user.message", "content": `Tidy my notes [sim:tool=danger {"target":"notes"}] [sim:ask=Which folder?]`,
+			"metadata": map[string]any{"mode": "chat"}})
+		r.drive(func(f wireFrame) {
+			if f.Event != wsproto.EventUserConfirm {
+				return
+			}
+			r.snapshot() // quiet: the chat run's one task waits for the user
+			switch f.meta(r.t)["kind"] {
+			case wsproto.ConfirmTool:
+				r.respond(f.StepID, map[string]any{"approved": true})
+			case wsproto.ConfirmInput:
+				r.respond(f.StepID, map[string]any{"text": "The work folder"})
+			}
+		})
+	}},
 	{"replan, then reject", func(r *recorder) {
 		r.send(map[string]any{"event": "user.message", "content": "Compare two databases"})
 		plans := 0

@@ -15,10 +15,20 @@ type Request interface{ Event() string }
 
 // Message is user.message: a request to plan and solve. Adaptive
 // (metadata.adaptive) asks for the decide step after each task (§11).
+// Mode (metadata.mode) is ModeChat, ModePlan, or "" when the client gave
+// none (the server's default then applies).
 type Message struct {
 	Text     string
 	Adaptive bool
+	Mode     string
 }
+
+// Modes of a user.message: plan (plan, confirm, solve, aggregate) or chat
+// (one agent loop answering the request directly).
+const (
+	ModePlan = "plan"
+	ModeChat = "chat"
+)
 
 // SolveTasks is user.solve_tasks: tasks to solve without planning.
 // Adaptive is as in Message (a Baton extension for this event).
@@ -130,12 +140,23 @@ func DecodeText(data []byte) (Request, *Error) {
 			return fail(`user.message needs its text in "content"`)
 		}
 		var m struct {
-			Adaptive bool `json:"adaptive"`
+			Adaptive bool    `json:"adaptive"`
+			Mode     *string `json:"mode"`
 		}
 		if e := decode(&m); e != nil {
 			return nil, e
 		}
-		return &Message{Text: *f.Content, Adaptive: m.Adaptive}, nil
+		msg := &Message{Text: *f.Content, Adaptive: m.Adaptive}
+		if m.Mode != nil {
+			if *m.Mode != ModeChat && *m.Mode != ModePlan {
+				return fail(`"mode" must be "chat" or "plan"`)
+			}
+			if *m.Mode == ModeChat && m.Adaptive {
+				return fail(`a chat-mode message cannot be adaptive: a chat run has no plan to adapt`)
+			}
+			msg.Mode = *m.Mode
+		}
+		return msg, nil
 
 	case EventUserSolve:
 		var m struct {

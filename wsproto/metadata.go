@@ -129,6 +129,11 @@ type SolverStart struct {
 	RunID   string `json:"run_id"`
 	TaskID  string `json:"task_id"`
 	Attempt int    `json:"attempt"`
+	// Mode and Task are set in a chat run (ModeChat) only: no planning
+	// event names its one task, so every solver.start carries it, and a
+	// client that sees the run first here can show it whole.
+	Mode string `json:"mode,omitempty"`
+	Task *Task  `json:"task,omitempty"`
 }
 
 // SolverProgress is the metadata of solver.progress.

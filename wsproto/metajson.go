@@ -38,8 +38,8 @@ var (
 )
 
 func (m *SolverStart) appendJSON(dst []byte) ([]byte, bool) {
-	if m == nil {
-		return dst, false
+	if m == nil || m.Mode != "" || m.Task != nil {
+		return dst, false // a chat run's: rare, left to encoding/json
 	}
 	dst = appendStringField(dst, `{"run_id":`, m.RunID)
 	dst = appendStringField(dst, `,"task_id":`, m.TaskID)

@@ -7,8 +7,10 @@ import (
 
 // RunState is the state of one run as a client sees it (§6).
 type RunState struct {
-	RunID       string `json:"run_id"`
-	Request     string `json:"request"`
+	RunID   string `json:"run_id"`
+	Request string `json:"request"`
+	// Mode is ModeChat for a chat run, empty for every other run.
+	Mode        string `json:"mode,omitempty"`
 	PlanSummary string `json:"plan_summary"`
 	// PlanVersion is the plan's version (§11): 0 while planning, 1 from
 	// plan.completed (or a user.solve_tasks run's start), then each
@@ -75,10 +77,17 @@ func (s *State) Snapshot(seq uint64, checksum string) Snapshot {
 // no planning). Clients see the same transition on the run's first
 // solver.start.
 func (s *State) BeginSolving(runID, request string, tasks []Task) {
+	s.BeginSolvingMode(runID, request, "", tasks)
+}
+
+// BeginSolvingMode is BeginSolving for a run of a mode: ModeChat for a
+// chat run (whose first solver.start carries its task), else "".
+func (s *State) BeginSolvingMode(runID, request, mode string, tasks []Task) {
 	if s.Run == nil || s.Run.RunID != runID {
 		s.Run = newRun(runID, request)
 	}
 	s.Run.Tasks = taskStates(tasks)
+	s.Run.Mode = mode
 	s.Run.PlanVersion = 1
 	s.Run.PendingConfirm = dropConfirms(s.Run.PendingConfirm, func(c UserConfirm) bool { return c.Kind == ConfirmPlan })
 	s.Phase = PhaseSolving
@@ -135,10 +144,15 @@ func (s *State) Apply(event string, meta any) {
 	case SolverStart:
 		r := s.run(m.RunID)
 		if r == nil {
-			// A user.solve_tasks run: its first event is a solver.start.
+			// A user.solve_tasks or chat run: its first event is a
+			// solver.start; a chat run's names its one task.
 			s.Run = newRun(m.RunID, "")
 			r = s.Run
 			r.PlanVersion = 1
+		}
+		if m.Task != nil && r.task(m.TaskID) == nil {
+			r.Mode, r.Request = m.Mode, m.Task.Description
+			r.Tasks = append(r.Tasks, TaskState{Task: *m.Task, Status: TaskPending})
 		}
 		if s.Phase != PhaseSolving {
 			s.Phase = PhaseSolving

@@ -24,6 +24,13 @@ func TestDecodeText(t *testing.T) {
 		{"message", `{"event":"user.message","content":"hi"}`, &wsproto.Message{Text: "hi"}, "", ""},
 		{"adaptive message", `{"event":"user.message","content":"hi","metadata":{"adaptive":true}}`, &wsproto.Message{Text: "hi", Adaptive: true}, "", ""},
 		{"adaptive not a bool", `{"event":"user.message","content":"hi","metadata":{"adaptive":"yes"}}`, nil, "invalid_message", "user.message"},
+		{"chat message", `{"event":"user.message","content":"hi","metadata":{"mode":"chat"}}`, &wsproto.Message{Text: "hi", Mode: wsproto.ModeChat}, "", ""},
+		{"plan message", `{"event":"user.message","content":"hi","metadata":{"mode":"plan","adaptive":true}}`, &wsproto.Message{Text: "hi", Mode: wsproto.ModePlan, Adaptive: true}, "", ""},
+		{"mode null reads as absent", `{"event":"user.message","content":"hi","metadata":{"mode":null}}`, &wsproto.Message{Text: "hi"}, "", ""},
+		{"unknown mode", `{"event":"user.message","content":"hi","metadata":{"mode":"fast"}}`, nil, "invalid_message", "user.message"},
+		{"empty mode", `{"event":"user.message","content":"hi","metadata":{"mode":""}}`, nil, "invalid_message", "user.message"},
+		{"mode not a string", `{"event":"user.message","content":"hi","metadata":{"mode":["chat"]}}`, nil, "invalid_message", "user.message"},
+		{"adaptive chat", `{"event":"user.message","content":"hi","metadata":{"mode":"chat","adaptive":true}}`, nil, "invalid_message", "user.message"},
 		{"solve tasks, depends_on defaulted", `{"event":"user.solve_tasks","metadata":{"tasks":[{"id":"a","title":"A"}]}}`,
 			&wsproto.SolveTasks{Tasks: []wsproto.Task{{ID: "a", Title: "A", DependsOn: []string{}}}}, "", ""},
 		{"response, top-level step_id", `{"event":"user.response","step_id":"s1","metadata":{"confirmed":true}}`,
@@ -456,5 +463,27 @@ func TestStateAdaptive(t *testing.T) {
 	}
 	if b, _ := json.Marshal(&wsproto.UserConfirm{Kind: wsproto.ConfirmPlan}); strings.Contains(string(b), "removed") {
 		t.Errorf("plan_confirm %s", b)
+	}
+}
+
+// A chat run's solver.start seeds the run with its one task, once: a
+// client that saw nothing of the run before has it whole.
+func TestStateChatStart(t *testing.T) {
+	task := wsproto.Task{ID: "t1", Title: "Hi", Description: "Hi there", DependsOn: []string{}}
+	var s wsproto.State
+	for attempt := 1; attempt <= 2; attempt++ {
+		s.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "r", TaskID: "t1", Attempt: attempt, Mode: wsproto.ModeChat, Task: &task})
+	}
+	r := s.Run
+	if s.Phase != wsproto.PhaseSolving || r == nil || r.Mode != wsproto.ModeChat || r.Request != "Hi there" || r.PlanVersion != 1 ||
+		len(r.Tasks) != 1 || r.Tasks[0].Task.Title != "Hi" || r.Tasks[0].Status != wsproto.TaskRunning || r.Tasks[0].Attempt != 2 {
+		t.Fatalf("state after a chat run's starts: %q %+v", s.Phase, r)
+	}
+	// The server's own state, begun before the event, ends the same.
+	var server wsproto.State
+	server.BeginSolvingMode("r", "Hi there", wsproto.ModeChat, []wsproto.Task{task})
+	server.Apply(wsproto.EventSolverStart, &wsproto.SolverStart{RunID: "r", TaskID: "t1", Attempt: 1, Mode: wsproto.ModeChat, Task: &task})
+	if got := server.Run; got.Mode != r.Mode || got.Request != r.Request || len(got.Tasks) != 1 {
+		t.Errorf("the server's state %+v, the client's %+v", got, r)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-run/baton/openai"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/redisstore"
+	"github.com/baton-run/baton/wsproto"
 )
 
 // config is what the flags and environment say.
@@ -98,7 +99,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.RetryBase, "retry-base", time.Second, "first retry delay (doubles each retry)")
 	fs.DurationVar(&o.TaskTimeout, "task-timeout", 2*time.Minute, "longest one execution of a task may take (longer fails as a timeout)")
 	fs.IntVar(&o.MaxTasks, "max-tasks", 50, "most tasks in a plan or task list")
-	fs.BoolVar(&o.Adaptive, "adaptive", false, "make every run adaptive: decide after each task whether to continue, adjust the plan, ask the user or synthesize")
+	fs.BoolVar(&o.Adaptive, "adaptive", false, "make every plan-mode run adaptive: decide after each task whether to continue, adjust the plan, ask the user or synthesize")
+	fs.StringVar(&o.DefaultMode, "default-mode", wsproto.ModePlan, "mode of a user.message that names none: plan (plan, confirm, solve, aggregate) or chat (one agent loop answers it directly)")
 	fs.Int64Var(&o.ReadLimit, "read-limit", 65536, "largest client frame in bytes (larger closes with 1009)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 150*time.Millisecond, "pace of the simulated model's steps (0 for load tests)")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", "", "comma-separated Origin host patterns allowed besides the server's own host (path.Match syntax, port included: app.example.com, localhost:*)")
@@ -249,6 +251,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 	}{
 		{"model", c.model, "model", "sim or openai", c.model == "sim" || c.model == "openai"},
 		{"store", c.store, "store", "memory or redis", c.store == "memory" || c.store == "redis"},
+		{"default-mode", c.opts.DefaultMode, "mode", "plan or chat", c.opts.DefaultMode == wsproto.ModePlan || c.opts.DefaultMode == wsproto.ModeChat},
 		{"log-format", c.logFormat, "log format", "text or json", c.logFormat == "text" || c.logFormat == "json"},
 		{"log-level", c.logLevel, "log level", "debug, info, warn or error", new(slog.Level).UnmarshalText([]byte(c.logLevel)) == nil},
 	}

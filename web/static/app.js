@@ -71,10 +71,35 @@ $("request-form").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = /** @type {HTMLTextAreaElement} */ ($("request")).value.trim();
   if (!text) return;
-  const adaptive = /** @type {HTMLInputElement} */ ($("adaptive")).checked;
-  if (act(client.sendMessage(text, { adaptive }))) /** @type {HTMLTextAreaElement} */ ($("request")).value = "";
+  const chat = chatMode();
+  const adaptive = !chat && /** @type {HTMLInputElement} */ ($("adaptive")).checked;
+  if (act(client.sendMessage(text, { adaptive, mode: chat ? "chat" : "plan" }))) /** @type {HTMLTextAreaElement} */ ($("request")).value = "";
 });
 $("cancel-run").addEventListener("click", () => act(client.cancel()));
+
+// The mode switch: plan (the pipeline, with the plan to confirm) or chat
+// (one agent answers directly). A chat run has no plan to adapt. The
+// choice is kept for reloads of this tab.
+function chatMode() {
+  return /** @type {HTMLInputElement} */ ($("mode-chat")).checked;
+}
+function syncMode() {
+  const chat = chatMode();
+  $("adaptive").toggleAttribute("disabled", chat);
+  /** @type {HTMLTextAreaElement} */ ($("request")).placeholder = chat ? "What time is it in Tokyo?" : "Plan a weekend trip to Lisbon";
+  try {
+    sessionStorage.setItem("baton-mode", chat ? "chat" : "plan");
+  } catch {
+    // No storage (a sandboxed frame): the switch still works for this page.
+  }
+}
+try {
+  if (sessionStorage.getItem("baton-mode") === "chat") /** @type {HTMLInputElement} */ ($("mode-chat")).checked = true;
+} catch {
+  // No storage: plan, the default.
+}
+for (const id of ["mode-plan", "mode-chat"]) $(id).addEventListener("change", syncMode);
+syncMode();
 
 // ---- Rendering, at most once per task turn however many events arrive.
 
@@ -96,6 +121,8 @@ function render() {
 
   $("phase").textContent = state.phase;
   $("phase").dataset.phase = state.phase;
+  const chat = run.mode === "chat";
+  $("run-mode").hidden = !chat;
   $("plan-summary").textContent = run.plan_summary || run.request;
   // The tasks as they stand, not as planned: an edit at confirmation or an
   // adjustment changes them. While the plan awaits confirmation the editor
@@ -112,7 +139,11 @@ function render() {
   board.render(state);
 
   const answer = run.final_answer;
-  $("answer-section").hidden = answer === null && !run.status;
+  // A chat run's answer shows as it is written, until the final one.
+  const stream = chat && answer === null && !run.status ? (run.tasks[0]?.streamed ?? "") : "";
+  $("answer-stream").hidden = !stream;
+  $("answer-stream").textContent = stream;
+  $("answer-section").hidden = answer === null && !run.status && !stream;
   $("run-status").textContent = run.status ? `(${run.status}${run.cancel_reason ? `: ${run.cancel_reason}` : ""})` : "";
   const shown = $("final-answer");
   if (shown.dataset.text !== (answer ?? "")) {

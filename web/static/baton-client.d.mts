@@ -81,6 +81,8 @@ export interface TaskState extends Task {
   /** The latest solver.progress of the current attempt, 0..1. */
   progress: number;
   progress_message: string;
+  /** In a chat run (§5.6): the text the model has written since this attempt's start or its latest tool result — the answer as it is written. */
+  streamed: string;
   /** While retrying: when the next attempt starts (ms since the epoch, from the event's timestamp + delay_ms). */
   retry_at: number | null;
   /** This task's tool calls, oldest first (the last 50). */
@@ -105,6 +107,8 @@ export interface Decision {
 export interface RunState {
   run_id: string;
   request: string;
+  /** "chat" for a chat run (§5.6: one task, t1, answered directly); null for every other run. */
+  mode: "chat" | null;
   plan_summary: string;
   plan_version: number;
   tasks: TaskState[];
@@ -256,7 +260,8 @@ export class BatonClient {
 
   /** Sends a raw client frame; false when not connected (nothing was sent). */
   send(event: string, fields?: { step_id?: string; content?: string; metadata?: Record<string, any> }): boolean;
-  sendMessage(request: string, options?: { adaptive?: boolean }): boolean;
+  /** user.message; mode "chat" answers it directly with one agent loop (§5.6), "plan" plans it whatever the server's --default-mode. */
+  sendMessage(request: string, options?: { adaptive?: boolean; mode?: "chat" | "plan" }): boolean;
   solveTasks(tasks: Task[], options?: { adaptive?: boolean }): boolean;
   /** user.response; folds the answer into the state and keeps it to send again after a resume. */
   respond(stepId: string, metadata: Record<string, any>): boolean;

@@ -212,7 +212,7 @@ export function initialState() {
  */
 function newRun(runId, request) {
   return {
-    run_id: runId, request, plan_summary: "", plan_version: 0, tasks: [], pending_confirm: [],
+    run_id: runId, request, mode: null, plan_summary: "", plan_version: 0, tasks: [], pending_confirm: [],
     answers: [], last_decision: null, final_answer: null, status: null, cancel_reason: null, summary: null,
   };
 }
@@ -226,7 +226,7 @@ function pendingTask(t) {
   return {
     id: str(t && t.id), title: str(t && t.title), description: str(t && t.description),
     depends_on: arr(t && t.depends_on).slice(), status: "pending", attempt: 0, todo: null,
-    progress: 0, progress_message: "", retry_at: null, tool_calls: [],
+    progress: 0, progress_message: "", streamed: "", retry_at: null, tool_calls: [],
   };
 }
 
@@ -362,10 +362,16 @@ export function reduce(state, frame) {
     case "solver.start": {
       let s = state;
       if (!s.run || s.run.run_id !== m.run_id) {
-        // A user.solve_tasks run: its first event is a solver.start.
+        // A user.solve_tasks or chat run: its first event is a solver.start.
         s = { phase: s.phase, run: { ...newRun(str(m.run_id), ""), plan_version: 1 } };
       }
       return withRun(s, m.run_id, (run, phase) => {
+        if (m.task && !run.tasks.some((t) => t.id === str(m.task_id))) {
+          // A chat run's solver.start names its one task (§5.6).
+          run.mode = str(m.mode) || null;
+          run.request = str(m.task.description);
+          run.tasks = [...run.tasks, pendingTask(m.task)];
+        }
         let next;
         if (phase !== "solving") {
           next = "solving";
@@ -378,6 +384,7 @@ export function reduce(state, frame) {
           delete t.error;
           t.progress = 0;
           t.progress_message = "";
+          t.streamed = "";
           t.retry_at = null;
         });
         return next;
@@ -388,6 +395,8 @@ export function reduce(state, frame) {
         if (num(m.attempt) < t.attempt) return;
         t.progress = num(m.progress);
         t.progress_message = str(m.message);
+        // In a chat run every message is the model's text as it writes it.
+        if (state.run && state.run.mode === "chat") t.streamed += str(m.message);
       });
     case "solver.completed":
       return taskEvent(state, m, (t) => {
@@ -445,6 +454,7 @@ export function reduce(state, frame) {
             ? [...t.tool_calls, { step_id: str(m.step_id), tool: str(m.tool), arguments: {},
               attempt: num(m.attempt), round: num(m.round), ...result }].slice(-MAX_TOOL_CALLS)
             : t.tool_calls.map((c, j) => (j === i ? { ...c, ...result } : c));
+          t.streamed = ""; // what the model writes next is a new reply
         });
       });
     case "error.execution":
@@ -543,6 +553,7 @@ export function fromSnapshot(snapshot) {
   const phase = (snapshot && snapshot.phase) || "idle";
   if (!r) return { phase, run: null };
   const run = newRun(str(r.run_id), str(r.request));
+  run.mode = str(r.mode) || null;
   run.plan_summary = str(r.plan_summary);
   run.plan_version = num(r.plan_version);
   run.tasks = arr(r.tasks).map((t) => {
@@ -610,7 +621,8 @@ export function toSnapshot(state) {
   return {
     phase: state.phase || "idle",
     run: {
-      run_id: r.run_id, request: r.request, plan_summary: r.plan_summary, plan_version: r.plan_version,
+      run_id: r.run_id, request: r.request, ...(r.mode ? { mode: r.mode } : {}),
+      plan_summary: r.plan_summary, plan_version: r.plan_version,
       tasks: r.tasks.map((t) => {
         /** @type {Record<string, any>} */
         const out = { ...taskJSON(t), status: t.status, attempt: t.attempt };
@@ -851,9 +863,13 @@ export class BatonClient {
     return true;
   }
 
-  /** @param {string} request @param {{adaptive?: boolean}} [options] */
+  /** @param {string} request @param {{adaptive?: boolean, mode?: "chat"|"plan"}} [options] */
   sendMessage(request, options = {}) {
-    return this.send("user.message", { content: request, metadata: options.adaptive ? { adaptive: true } : undefined });
+    /** @type {Record<string, any>} */
+    const metadata = {};
+    if (options.adaptive) metadata.adaptive = true;
+    if (options.mode) metadata.mode = options.mode;
+    return this.send("user.message", { content: request, metadata: Object.keys(metadata).length ? metadata : undefined });
   }
 
   /** @param {Task[]} tasks @param {{adaptive?: boolean}} [options] */

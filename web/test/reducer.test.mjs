@@ -60,10 +60,31 @@ test("plan.start and plan.completed: a run afresh, then its plan", () => {
   assert.deepEqual(toSnapshot(s).run.tasks.map((t) => [t.id, t.status, t.attempt, t.description, t.todo]),
     [["a", "pending", 0, "first", null], ["b", "pending", 0, "", null], ["c", "pending", 0, "", null]]);
   assert.deepEqual(task(s, "a"), { id: "a", title: "A", description: "first", depends_on: [], status: "pending",
-    attempt: 0, todo: null, progress: 0, progress_message: "", retry_at: null, tool_calls: [] });
+    attempt: 0, todo: null, progress: 0, progress_message: "", streamed: "", retry_at: null, tool_calls: [] });
   // A new plan.start replaces the run, whatever it was.
   const again = fold([ev("plan.start", { run_id: R, request: "again" })], solving());
   assert.deepEqual([again.phase, again.run.request, again.run.tasks.length], ["planning", "again", 0]);
+});
+
+test("a chat run: its solver.start names its one task; its progress messages are the answer as it is written", () => {
+  const t1 = { id: "t1", title: "What time is it?", description: "What time is it?", depends_on: [] };
+  const start = (attempt) => ev("solver.start", { run_id: R, task_id: "t1", attempt, mode: "chat", task: t1 });
+  const progress = (message) => ev("solver.progress", { run_id: R, task_id: "t1", attempt: 1, progress: 0.5, message });
+  let s = fold([start(1), progress(""), ev("agent.tool_call", { run_id: R, task_id: "t1", attempt: 1, round: 1, step_id: "tool_1", tool: "clock", arguments: {} }),
+    progress("Let me look. "), ev("agent.tool_result", { run_id: R, task_id: "t1", attempt: 1, round: 1, step_id: "tool_1", tool: "clock", ok: true, result: "9:00" }),
+    progress("It is"), progress(" nine.")]);
+  assert.equal(s.phase, "solving");
+  assert.deepEqual(toSnapshot(s).run, { run_id: R, request: "What time is it?", mode: "chat", plan_summary: "", plan_version: 1,
+    tasks: [{ ...t1, status: "running", attempt: 1, todo: null }], pending_confirm: [], answers: [], last_decision: null, final_answer: null });
+  assert.equal(task(s, "t1").streamed, "It is nine.", "the text since the tool's result");
+  // A retry starts the task again, once: the text starts afresh.
+  s = fold([start(2)], s);
+  assert.deepEqual([s.run.tasks.length, task(s, "t1").streamed, task(s, "t1").attempt], [1, "", 2]);
+  // A plan run's progress messages are status lines, not text.
+  assert.equal(task(fold([ev("solver.progress", { run_id: R, task_id: "a", attempt: 1, progress: 0.5, message: "Calling x" })], solving()), "a").streamed, "");
+  // The snapshot says the mode.
+  assert.equal(fromSnapshot(toSnapshot(s)).run.mode, "chat");
+  assert.equal(fromSnapshot(toSnapshot(solving())).run.mode, null);
 });
 
 test("events of another run change nothing", () => {

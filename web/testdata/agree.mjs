@@ -28,7 +28,7 @@ const expected = JSON.parse(readFileSync(join(dir, "expected.json"), "utf8"));
 function sendAgain(client, f) {
   const m = f.metadata || {};
   switch (f.event) {
-    case "user.message": return client.sendMessage(f.content, { adaptive: m.adaptive === true });
+    case "user.message": return client.sendMessage(f.content, { adaptive: m.adaptive === true, mode: m.mode });
     case "user.solve_tasks": return client.solveTasks(m.tasks, { adaptive: m.adaptive === true });
     case "user.replan": return client.replan(m.feedback);
     case "user.cancel": return client.cancel();
