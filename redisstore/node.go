@@ -50,7 +50,7 @@ type NodeOptions struct {
 	// renewal. Defaults to DefaultLeaseTTL.
 	LeaseTTL time.Duration
 	// Replicas, when > 0, has a renewal count only once every replica
-	// online holds it, and at least Replicas of them (Redis WAIT; see
+	// holds it, and at least Replicas of them (Redis WAIT; see
 	// Options.Replicas): a renewal a failover loses would have the others
 	// take this node's runs over while it counts its lease held. Zero
 	// (the default): the master's reply counts.

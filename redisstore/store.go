@@ -65,7 +65,7 @@ type Options struct {
 	// twice the ring's capacity, and at least 1024.
 	MaxPending int
 	// Replicas, when > 0, has a write count as written only once every
-	// replica the master has online holds it, and at least Replicas of
+	// replica the master has holds it, and at least Replicas of
 	// them (Redis WAIT; replicaSet): before OnDurable hands its events on,
 	// and before Flush or Settled return. What a client receives or a run
 	// acts on is then never lost by a failover, whichever replica the
