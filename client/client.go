@@ -133,6 +133,9 @@ type Stats struct {
 	// this one's): dropped, and each one also a violation.
 	Foreign  int
 	Resumes  int // successful resumes (replay or resync)
+	// Replaced counts connections the server closed with 4000 (session
+	// replaced): a plain resume elsewhere took the session over (§3.5).
+	Replaced int
 	Resyncs  int // resumes answered with a snapshot
 	Rejected int // resumes answered with resume_rejected
 	// Errors counts system.error frames, but for the replies that
@@ -314,6 +317,9 @@ func (c *Client) loop(ws *websocket.Conn) {
 		c.mu.Lock()
 		closed := c.closed
 		c.lastErr = err
+		if websocket.CloseStatus(err) == wsproto.CloseSessionReplaced {
+			c.stats.Replaced++
+		}
 		c.mu.Unlock()
 		// A connection whose credential expired is resumed with a new
 		// one when TokenFunc can give it.

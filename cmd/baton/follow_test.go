@@ -58,6 +58,9 @@ func sameEnd(t *testing.T, laptop, phone client.View) {
 		t.Errorf("final answers differ: laptop %+v, phone %+v", laptop.Run, phone.Run)
 	}
 	for name, v := range map[string]client.View{"laptop": laptop, "phone": phone} {
+		if v.Stats.Replaced > 0 {
+			t.Errorf("%s was replaced (4000) %d times: a follow must leave the others attached", name, v.Stats.Replaced)
+		}
 		if v.Stats.Resyncs == 0 && uint64(v.Stats.Events) != v.LastSeq {
 			t.Errorf("%s applied %d events of %d, with no resync", name, v.Stats.Events, v.LastSeq)
 		}
