@@ -131,8 +131,8 @@ type Stats struct {
 	Duplicates int
 	// Foreign counts frames of another session (their session_id is not
 	// this one's): dropped, and each one also a violation.
-	Foreign  int
-	Resumes  int // successful resumes (replay or resync)
+	Foreign int
+	Resumes int // successful resumes (replay or resync)
 	// Replaced counts connections the server closed with 4000 (session
 	// replaced): a plain resume elsewhere took the session over (§3.5).
 	Replaced int
