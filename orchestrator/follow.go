@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -302,5 +304,54 @@ func (c *conn) unregisterRemote() {
 	b, _ := json.Marshal(message{Kind: msgDetach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
 	if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
 		s.log.Warn("tell the session's owner a connection left", "session", c.remote.id, "err", err)
+	}
+}
+
+// dropDeadFollowers forgets the members of sessions here that are on
+// servers no longer alive: their connections ended with their server,
+// which could not say so (msgDetach), and they would otherwise hold the
+// ring back and keep the session from expiring for ever.
+func (s *Server) dropDeadFollowers(ctx context.Context) {
+	cl := s.opts.Cluster
+	s.mu.Lock()
+	sessions := s.sessionList()
+	s.mu.Unlock()
+	alive := map[string]bool{cl.Node(): true}
+	for _, sess := range sessions {
+		sess.mu.Lock()
+		var nodes []string
+		for _, m := range sess.members {
+			if node, _, ok := strings.Cut(m.ref, "/"); ok && m.c == nil {
+				nodes = append(nodes, node)
+			}
+		}
+		sess.mu.Unlock()
+		var dead []string
+		for _, node := range nodes {
+			ok, known := alive[node]
+			if !known {
+				up, err := cl.Alive(ctx, node)
+				if err != nil {
+					return // the store does not answer: try at the next turn
+				}
+				alive[node], ok = up, up
+			}
+			if !ok {
+				dead = append(dead, node)
+			}
+		}
+		if len(dead) == 0 {
+			continue
+		}
+		sess.mu.Lock()
+		for _, m := range slices.Clone(sess.members) {
+			if node, _, _ := strings.Cut(m.ref, "/"); m.c == nil && slices.Contains(dead, node) {
+				sess.removeLocked(m.ref)
+			}
+		}
+		if len(sess.members) == 0 && sess.detachedAt.Load() == 0 {
+			sess.detachedAt.Store(time.Now().UnixNano())
+		}
+		sess.mu.Unlock()
 	}
 }
