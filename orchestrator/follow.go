@@ -39,7 +39,7 @@ type member struct {
 	// held is c's resync answer while the store has not caught up with its
 	// snapshot (held.go); nil when none.
 	held *heldAnswer
-	// acked is the highest seq the member acked, or had when it attached.
+	// acked is the highest seq the member acked (0 until it acks).
 	acked uint64
 }
 
@@ -224,7 +224,7 @@ func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
 		gone = sess.replaceAllLocked(ref)
 	}
 	if sess.memberLocked(ref) == nil {
-		sess.members = append(sess.members, &member{ref: ref, acked: m.Seq})
+		sess.members = append(sess.members, &member{ref: ref})
 	}
 	sess.detachedAt.Store(0)
 	sess.mu.Unlock()
@@ -271,9 +271,9 @@ func (s *Server) keepAttached(sess *session) {
 }
 
 // registerRemote tells the owner of c's session that c attached here, as a
-// follower when follow is set, having everything up to seq. The owner's
-// refusal (the cap) is the answer to the resume.
-func (c *conn) registerRemote(follow bool, seq uint64) *wsproto.Error {
+// follower when follow is set. The owner's refusal (the cap) is the answer
+// to the resume.
+func (c *conn) registerRemote(follow bool) *wsproto.Error {
 	s, cl := c.srv, c.srv.opts.Cluster
 	id := s.nextMsg.Add(1)
 	reply := make(chan message, 1)
@@ -286,7 +286,7 @@ func (c *conn) registerRemote(follow bool, seq uint64) *wsproto.Error {
 		s.mu.Unlock()
 	}()
 	e, _, ok, _ := c.exchange(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id,
-		Conn: c.id, ID: id, Follow: follow, Seq: seq}, reply)
+		Conn: c.id, ID: id, Follow: follow}, reply)
 	if !ok {
 		// The owner did not answer (it may be dying): the attach stands
 		// without it; its acks register the connection wherever the

@@ -95,7 +95,9 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if !req.Follow {
 		gone = old.replaceAllLocked(c.id)
 	}
-	m := &member{c: c, ref: c.id, sent: a.last, acked: min(req.LastSeq, a.last)}
+	// Its acks start at 0: a resume's last_seq is what the client applied,
+	// not what it stored, and a reload resumes from what it stored.
+	m := &member{c: c, ref: c.id, sent: a.last}
 	old.members = append(old.members, m)
 	a.followToken, a.followers = follow, len(old.members)
 	if !req.Follow {
