@@ -272,9 +272,19 @@ func (s *Server) keepAttached(sess *session) {
 
 // registerRemote tells the owner of c's session that c attached here, as a
 // follower when follow is set. The owner's refusal (the cap) is the answer
-// to the resume.
+// to a follow, which waits for it; a plain resume, which no cap refuses,
+// does not wait (a resume proxied to a slow owner is not made slower).
 func (c *conn) registerRemote(follow bool) *wsproto.Error {
 	s, cl := c.srv, c.srv.opts.Cluster
+	if !follow {
+		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+		defer cancel()
+		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
+		if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
+			s.log.Warn("tell the session's owner a connection attached", "session", c.remote.id, "err", err)
+		}
+		return nil
+	}
 	id := s.nextMsg.Add(1)
 	reply := make(chan message, 1)
 	s.mu.Lock()
