@@ -53,16 +53,6 @@ func (sess *session) memberLocked(ref string) *member {
 	return nil
 }
 
-// localLocked reports whether a connection of this server is attached.
-func (sess *session) localLocked() bool {
-	for _, m := range sess.members {
-		if m.c != nil {
-			return true
-		}
-	}
-	return false
-}
-
 // removeLocked forgets the member named ref, reporting whether there was
 // one; the ring may then be pruned further.
 func (sess *session) removeLocked(ref string) bool {
@@ -252,12 +242,12 @@ func (s *Server) keepAttached(sess *session) {
 	}
 	sess.mu.Lock()
 	ref := ""
-	for _, m := range sess.members {
+	if len(sess.members) > 0 {
+		m := sess.members[0]
 		ref = m.ref
 		if m.c != nil {
 			ref = s.connRef(m.c)
 		}
-		break
 	}
 	sess.mu.Unlock()
 	if ref == "" {

@@ -264,10 +264,7 @@ func (sess *session) expire(now time.Time) bool {
 	return true
 }
 
-var (
-	errSessionExpired = errors.New("session expired")
-	errSessionClosed  = errors.New("session closed")
-)
+var errSessionExpired = errors.New("session expired")
 
 // frame encodes an unsequenced frame for this session.
 func (sess *session) frame(event, stepID, content string, meta any) []byte {

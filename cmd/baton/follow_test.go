@@ -339,7 +339,7 @@ func TestFollowPruneWaitsForSlowest(t *testing.T) {
 func TestFollowBehindRingResyncs(t *testing.T) {
 	base := startServer(t, "--buffer-size", "16")
 	ctx := context.Background()
-	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, AckEvery: 1, OnConfirm: confirmAll})
+	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, AckEvery: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,13 +348,18 @@ func TestFollowBehindRingResyncs(t *testing.T) {
 	if err := a.Message(ctx, "Plan a trip"); err != nil {
 		t.Fatal(err)
 	}
-	waitView(t, ctx, a, "the plan's confirmation", func(v client.View) bool { return v.Run != nil && v.Phase != wsproto.PhasePlanning })
+	// The run waits for the plan's confirmation while the phone comes and
+	// goes: all that follows is made in its absence.
+	pv := waitView(t, ctx, a, "the plan's confirmation", func(v client.View) bool { return v.Run != nil && len(v.Run.PendingConfirm) > 0 })
 	phone, err := client.Follow(ctx, wsURL(base), v.SessionID, v.FollowToken, &client.Options{Resume: false, AckEvery: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	left := phone.View().LastSeq
+	left := waitView(t, ctx, phone, "the phone at the confirmation", func(v client.View) bool { return v.LastSeq >= pv.LastSeq }).LastSeq
 	phone.Close()
+	if err := a.Respond(ctx, pv.Run.PendingConfirm[0].StepID, *confirmAll(pv.Run.PendingConfirm[0])); err != nil {
+		t.Fatal(err)
+	}
 	av := waitView(t, ctx, a, "the run's end", finished)
 	if av.LastSeq < left+17 {
 		t.Fatalf("the run made %d events after the phone left; the test needs more than the ring's 16", av.LastSeq-left)
