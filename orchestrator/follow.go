@@ -54,17 +54,45 @@ func (sess *session) memberLocked(ref string) *member {
 }
 
 // removeLocked forgets the member named ref, reporting whether there was
-// one; the ring may then be pruned further.
-func (sess *session) removeLocked(ref string) bool {
+// one. A member that acked something leaves its hold on the ring behind
+// (a ghost) when dropped is set: a device that drops resumes soon, and
+// must find what it had not acked still there, though the others acked
+// it meanwhile. Otherwise the ring may then be pruned further.
+func (sess *session) removeLocked(ref string, dropped bool) bool {
 	for i, m := range sess.members {
 		if m.ref == ref {
 			sess.dropHeldLocked(m)
 			sess.members = append(sess.members[:i], sess.members[i+1:]...)
+			if dropped && m.acked > 0 {
+				sess.ghosts = append(sess.ghosts, m.acked)
+				if len(sess.ghosts) > maxGhosts {
+					sess.ghosts = slices.Delete(sess.ghosts, 0, 1) // the oldest lets go
+				}
+			}
 			sess.pruneLocked()
 			return true
 		}
 	}
 	return false
+}
+
+// maxGhosts bounds the holds that dropped members leave: beyond it the
+// oldest lets go. (The ring's capacity bounds what they hold anyway.)
+const maxGhosts = 16
+
+// claimGhostLocked takes away the hold a dropped member left that a
+// resume from lastSeq succeeds: the highest at or below lastSeq. The new
+// member holds the ring with its own acks from now on.
+func (sess *session) claimGhostLocked(lastSeq uint64) {
+	best := -1
+	for i, g := range sess.ghosts {
+		if g <= lastSeq && (best < 0 || g > sess.ghosts[best]) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		sess.ghosts = slices.Delete(sess.ghosts, best, best+1)
+	}
 }
 
 // replaceAllLocked detaches every member but keep (a plain resume's
@@ -82,6 +110,7 @@ func (sess *session) replaceAllLocked(keep string) []*member {
 	}
 	clear(sess.members[len(kept):])
 	sess.members = kept
+	sess.ghosts = nil // a plain resume takes the session over: the others are not coming back
 	return gone
 }
 
@@ -109,6 +138,9 @@ func (sess *session) pruneLocked() {
 	low := sess.members[0].acked
 	for _, m := range sess.members[1:] {
 		low = min(low, m.acked)
+	}
+	for _, g := range sess.ghosts {
+		low = min(low, g)
 	}
 	if low <= sess.pruned {
 		return
@@ -214,6 +246,7 @@ func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
 		gone = sess.replaceAllLocked(ref)
 	}
 	if sess.memberLocked(ref) == nil {
+		sess.claimGhostLocked(m.Seq)
 		sess.members = append(sess.members, &member{ref: ref})
 	}
 	sess.detachedAt.Store(0)
@@ -261,15 +294,16 @@ func (s *Server) keepAttached(sess *session) {
 }
 
 // registerRemote tells the owner of c's session that c attached here, as a
-// follower when follow is set. The owner's refusal (the cap) is the answer
-// to a follow, which waits for it; a plain resume, which no cap refuses,
-// does not wait (a resume proxied to a slow owner is not made slower).
-func (c *conn) registerRemote(follow bool) *wsproto.Error {
+// follower when follow is set, resuming from lastSeq. The owner's refusal
+// (the cap) is the answer to a follow, which waits for it; a plain resume,
+// which no cap refuses, does not wait (a resume proxied to a slow owner is
+// not made slower).
+func (c *conn) registerRemote(follow bool, lastSeq uint64) *wsproto.Error {
 	s, cl := c.srv, c.srv.opts.Cluster
 	if !follow {
 		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 		defer cancel()
-		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
+		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id, Seq: lastSeq})
 		if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
 			s.log.Warn("tell the session's owner a connection attached", "session", c.remote.id, "err", err)
 		}
@@ -286,7 +320,7 @@ func (c *conn) registerRemote(follow bool) *wsproto.Error {
 		s.mu.Unlock()
 	}()
 	e, _, ok, _ := c.exchange(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id,
-		Conn: c.id, ID: id, Follow: follow}, reply)
+		Conn: c.id, ID: id, Follow: follow, Seq: lastSeq}, reply)
 	if !ok {
 		// The owner did not answer (it may be dying): the attach stands
 		// without it; its acks register the connection wherever the
@@ -346,7 +380,7 @@ func (s *Server) dropDeadFollowers(ctx context.Context) {
 		sess.mu.Lock()
 		for _, m := range slices.Clone(sess.members) {
 			if node, _, _ := strings.Cut(m.ref, "/"); m.c == nil && slices.Contains(dead, node) {
-				sess.removeLocked(m.ref)
+				sess.removeLocked(m.ref, false) // its server died with it
 			}
 		}
 		if len(sess.members) == 0 && sess.detachedAt.Load() == 0 {

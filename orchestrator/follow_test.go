@@ -28,10 +28,11 @@ func TestPruneToLowestAck(t *testing.T) {
 		{"the lowest of two", []string{"a", "b"}, []ack{{"a", 8}, {"b", 3}}, "", "", 3},
 		{"one that never acked holds everything", []string{"a", "b"}, []ack{{"a", 8}}, "", "", 0},
 		{"a lower ack later is a no-op", []string{"a"}, []ack{{"a", 6}, {"a", 2}}, "", "", 6},
-		{"the slow one leaves", []string{"a", "b"}, []ack{{"a", 8}, {"b", 3}}, "b", "", 8},
+		{"the slow one drops: its hold stays for its resume", []string{"a", "b"}, []ack{{"a", 8}, {"b", 3}}, "b", "", 3},
+		{"one that never acked drops: nothing held", []string{"a", "b"}, []ack{{"a", 8}}, "b", "", 8},
 		{"an ack past the end changes nothing", []string{"a"}, []ack{{"a", 4}, {"a", 11}}, "", wsproto.CodeInvalidAck, 4},
 		{"a follower on another server joins by its ack", []string{"a"}, []ack{{"B/x", 2}, {"a", 9}}, "", "", 2},
-		{"a follower on another server leaves", []string{"a", "B/x"}, []ack{{"a", 9}, {"B/x", 2}}, "B/x", "", 9},
+		{"a follower on another server drops", []string{"a", "B/x"}, []ack{{"a", 9}, {"B/x", 2}}, "B/x", "", 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,8 +42,9 @@ type message struct {
 	Error *wsproto.Error `json:"error,omitempty"`
 	Moved bool           `json:"moved,omitempty"`
 	// An attach's: a follow (else a plain resume, which replaces the
-	// session's other connections).
-	Follow bool `json:"follow,omitempty"`
+	// session's other connections), and the last_seq it resumed from.
+	Follow bool   `json:"follow,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
 }
 
 const (
@@ -164,7 +165,7 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 	}
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
-	if e := c.registerRemote(req.Follow); e != nil {
+	if e := c.registerRemote(req.Follow, req.LastSeq); e != nil {
 		c.remote = nil
 		stop()
 		return e // refused by the owner (the cap): nothing changed

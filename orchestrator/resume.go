@@ -71,7 +71,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		old.mu.Unlock()
 		return errRejected
 	}
-	old.removeLocked(c.id) // a connection resuming its own fresh session
+	old.removeLocked(c.id, false) // a connection resuming its own fresh session
 	if req.Follow {
 		// Checked again: another follow may have attached meanwhile. The
 		// rotation, if any, left the token presented good (pending).
@@ -98,6 +98,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	// Its acks start at 0: a resume's last_seq is what the client applied,
 	// not what it stored, and a reload resumes from what it stored.
 	m := &member{c: c, ref: c.id, sent: a.last}
+	old.claimGhostLocked(req.LastSeq)
 	old.members = append(old.members, m)
 	a.followToken, a.followers = follow, len(old.members)
 	if !req.Follow {

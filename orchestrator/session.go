@@ -60,6 +60,9 @@ type session struct {
 	// pruned is the latest seq acked to the ring: the lowest of every
 	// member's acks when it was last raised.
 	pruned uint64
+	// ghosts are the acks of members that dropped, still holding the ring
+	// until a resume succeeds them (removeLocked, claimGhostLocked).
+	ghosts []uint64
 	// followHash is the SHA-256 of the session's follow token, which lets
 	// other devices attach beside its connection (§3.6). Zero when the
 	// session has none (a provisional one).
@@ -230,7 +233,7 @@ func (sess *session) attachFresh(c *conn, token, follow string) {
 func (sess *session) detach(ref string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if sess.removeLocked(ref) && len(sess.members) == 0 {
+	if sess.removeLocked(ref, true) && len(sess.members) == 0 {
 		sess.detachedAt.Store(time.Now().UnixNano())
 		sess.cancelAbsentLocked()
 	}
