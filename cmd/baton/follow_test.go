@@ -95,6 +95,9 @@ func TestFollowTwoDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer phone.Close()
+	// The phone's follow may begin with a snapshot (the laptop's acks
+	// pruned the ring); every later resume of either is a replay.
+	joined := phone.View().Stats.Resyncs
 
 	waitView(t, ctx, laptop, "the first task", func(v client.View) bool { return v.Phase == wsproto.PhaseSolving })
 	laptop.Drop()
@@ -113,6 +116,11 @@ func TestFollowTwoDevices(t *testing.T) {
 	// have resumed again, and replaced the other in turn.
 	if l.Stats.Resumes != 2 || p.Stats.Resumes != 2 {
 		t.Errorf("resumes: laptop %d, phone %d; want 2 each", l.Stats.Resumes, p.Stats.Resumes)
+	}
+	// A device that drops keeps its hold on the ring while the other acks
+	// on: its resume is a replay.
+	if l.Stats.Resyncs != 0 || p.Stats.Resyncs != joined {
+		t.Errorf("resyncs after a drop: laptop %d, phone %d; want replays only", l.Stats.Resyncs, p.Stats.Resyncs-joined)
 	}
 	if p.FollowToken != first.FollowToken || p.ResumeToken != first.FollowToken {
 		t.Errorf("the phone holds resume token %q and follow token %q: want the follow token, which does not rotate", p.ResumeToken, p.FollowToken)
