@@ -415,10 +415,12 @@ func TestClusterFollow(t *testing.T) {
 	p := waitView(t, ctx, phone, "the phone's end", func(v client.View) bool { return finished(v) && v.LastSeq >= l.LastSeq })
 	l = waitView(t, ctx, laptop, "the laptop at the phone's seq", func(v client.View) bool { return v.LastSeq >= p.LastSeq })
 	sameEnd(t, l, p)
-	// Exactly the resumes the test made: a connection replaced (4000)
-	// would have resumed again.
-	if l.Stats.Resumes != 1 || p.Stats.Resumes != 2 {
-		t.Errorf("resumes: laptop %d, phone %d; want 1 and 2", l.Stats.Resumes, p.Stats.Resumes)
+	// sameEnd checked neither was replaced (4000). On a loaded machine a
+	// store or a forwarded command may be slow enough to close a
+	// connection with 1012 (§12), which adds a resume: at least the
+	// test's.
+	if l.Stats.Resumes < 1 || p.Stats.Resumes < 2 {
+		t.Errorf("resumes: laptop %d, phone %d; want at least 1 and 2", l.Stats.Resumes, p.Stats.Resumes)
 	}
 	if l.Stats.Errors > 0 || p.Stats.Errors > 0 {
 		t.Errorf("errors: laptop %d, phone %d", l.Stats.Errors, p.Stats.Errors)
