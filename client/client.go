@@ -106,6 +106,11 @@ type Options struct {
 	// (--store redis): each resume dials the next of them in turn, after
 	// Dial's URL, as a client behind a load balancer lands on any server.
 	Elsewhere []string
+	// Follow makes every resume a follow (metadata.follow, §3.6 of
+	// docs/protocol.md): it attaches the connection beside the session's
+	// others instead of replacing them, so several devices can watch and
+	// answer one session. Defaults to false: a resume replaces (4000).
+	Follow bool
 	// SkipState leaves the session's state unfolded: View's Phase and Run
 	// stay empty, and an event's metadata is decoded only where the client
 	// must read it (confirmations, snapshots). Every delivery check —
@@ -126,8 +131,11 @@ type Stats struct {
 	Duplicates int
 	// Foreign counts frames of another session (their session_id is not
 	// this one's): dropped, and each one also a violation.
-	Foreign  int
-	Resumes  int // successful resumes (replay or resync)
+	Foreign int
+	Resumes int // successful resumes (replay or resync)
+	// Replaced counts connections the server closed with 4000 (session
+	// replaced): a plain resume elsewhere took the session over (§3.5).
+	Replaced int
 	Resyncs  int // resumes answered with a snapshot
 	Rejected int // resumes answered with resume_rejected
 	// Errors counts system.error frames, but for the replies that
@@ -164,6 +172,7 @@ type Client struct {
 	ws        *websocket.Conn
 	sessionID string
 	token     string
+	follow    string // the session's follow token, "" until known
 	lastSeq   uint64
 	checksum  buffer.Checksum
 	expectSum map[uint64]string // server checksums to verify once we reach the seq
@@ -204,8 +213,34 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 		ws.CloseNow()
 		return nil, fmt.Errorf("client: first frame was %s, want system.connected", first.Event)
 	}
-	c.ws, c.sessionID, c.token = ws, m.SessionID, m.ResumeToken
+	c.ws, c.sessionID, c.token, c.follow = ws, m.SessionID, m.ResumeToken, m.FollowToken
 	c.deliver(first)
+	go c.loop(ws)
+	return c, nil
+}
+
+// Follow attaches to the session of another device (§3.6): it dials url
+// and follows sessionID with its follow token (View.FollowToken of the
+// client that created it), receiving the session's events from the first
+// (a replay, or a snapshot when the ring no longer holds them all) and
+// then live, beside the session's other connections. Options.Follow is
+// set: every later resume follows too.
+func Follow(ctx context.Context, url, sessionID, followToken string, opts *Options) (*Client, error) {
+	c := &Client{changed: make(chan struct{}), names: interner{},
+		expectSum: map[uint64]string{}, answers: map[string][]byte{}, done: make(chan struct{})}
+	if opts != nil {
+		c.opts = *opts
+	}
+	c.opts.Follow = true
+	if c.opts.ResumeDelay <= 0 {
+		c.opts.ResumeDelay = 50 * time.Millisecond
+	}
+	c.urls = append([]string{url}, c.opts.Elsewhere...)
+	c.sessionID, c.token, c.follow = sessionID, followToken, followToken
+	ws, err := c.resume(ctx)
+	if err != nil {
+		return nil, err
+	}
 	go c.loop(ws)
 	return c, nil
 }
@@ -282,6 +317,9 @@ func (c *Client) loop(ws *websocket.Conn) {
 		c.mu.Lock()
 		closed := c.closed
 		c.lastErr = err
+		if websocket.CloseStatus(err) == wsproto.CloseSessionReplaced {
+			c.stats.Replaced++
+		}
 		c.mu.Unlock()
 		// A connection whose credential expired is resumed with a new
 		// one when TokenFunc can give it.
@@ -304,7 +342,7 @@ func (c *Client) loop(ws *websocket.Conn) {
 			c.mu.Lock()
 			c.lastErr = rerr
 			c.mu.Unlock()
-			if errors.Is(rerr, errRejected) || errors.Is(rerr, ErrClosed) {
+			if errors.Is(rerr, errRejected) || errors.Is(rerr, ErrClosed) || errors.Is(rerr, ErrFollowLimit) {
 				return
 			}
 		}
@@ -312,6 +350,10 @@ func (c *Client) loop(ws *websocket.Conn) {
 }
 
 var errRejected = errors.New("client: resume rejected")
+
+// ErrFollowLimit is a follow the server refused: the session has
+// --max-followers connections attached already.
+var ErrFollowLimit = errors.New("client: the session has as many connections as it may (follow_limit)")
 
 // read handles frames until the connection fails.
 func (c *Client) read(ws *websocket.Conn) error {
@@ -334,8 +376,11 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	req := map[string]any{"event": wsproto.EventUserReconnect, "metadata": map[string]any{
-		"session_id": c.sessionID, "resume_token": c.token, "last_seq": c.lastSeq, "state_checksum": c.checksum.String()}}
+	meta := map[string]any{"session_id": c.sessionID, "resume_token": c.token, "last_seq": c.lastSeq, "state_checksum": c.checksum.String()}
+	if c.opts.Follow {
+		meta["follow"] = true
+	}
+	req := map[string]any{"event": wsproto.EventUserReconnect, "metadata": meta}
 	c.mu.Unlock()
 	if err := writeJSON(ctx, ws, req); err != nil {
 		ws.CloseNow()
@@ -351,6 +396,10 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		// names.
 		ws.CloseNow()
 		var e wsproto.Error
+		if json.Unmarshal(f.Metadata, &e) == nil && e.Code == wsproto.CodeFollowLimit {
+			c.deliverOf(f, fresh.SessionID)
+			return nil, ErrFollowLimit
+		}
 		if json.Unmarshal(f.Metadata, &e) == nil && e.Code != wsproto.CodeResumeRejected {
 			// The server could not resume it now (its store did not
 			// answer): another attempt may.
@@ -375,7 +424,10 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		return nil, ErrClosed
 	}
 	c.ws = ws
-	c.token = m.ResumeToken // the server rotates it on every resume
+	c.token = m.ResumeToken // the server rotates it on every resume (but a follow token)
+	if m.FollowToken != "" {
+		c.follow = m.FollowToken
+	}
 	c.resent = 0
 	c.stats.Resumes++
 	if m.Resync {

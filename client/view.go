@@ -47,6 +47,9 @@ func (c *Client) Wait(ctx context.Context, cond func(v View) bool) error {
 type View struct {
 	SessionID   string
 	ResumeToken string
+	// FollowToken lets another device follow the session (Follow); ""
+	// when the server gave none.
+	FollowToken string
 	LastSeq     uint64
 	Checksum    string
 	Phase       string
@@ -64,7 +67,7 @@ func (c *Client) View() View {
 func (c *Client) viewLocked() View {
 	s := c.stats
 	s.Violations = append([]string(nil), s.Violations...)
-	return View{SessionID: c.sessionID, ResumeToken: c.token, LastSeq: c.lastSeq, Checksum: c.checksum.String(),
+	return View{SessionID: c.sessionID, ResumeToken: c.token, FollowToken: c.follow, LastSeq: c.lastSeq, Checksum: c.checksum.String(),
 		Phase: c.state.Snapshot(0, "").Phase, Run: copyRun(c.state.Run), Stats: s}
 }
 

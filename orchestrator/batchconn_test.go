@@ -195,7 +195,7 @@ func TestReplayBatched(t *testing.T) {
 	}
 
 	old.mu.Lock()
-	c := old.conn
+	c := old.members[0].c
 	old.mu.Unlock()
 	c.closeFlushed(websocket.StatusServiceRestart, "bye")
 	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {

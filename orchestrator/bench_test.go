@@ -29,7 +29,7 @@ func BenchmarkEmit(b *testing.B) {
 	sess, _, _ := srv.newSession(context.Background(), "")
 	c := &conn{srv: srv, limit: 1 << 20, writing: true} // no writer: the queue is drained by hand
 	c.attach(sess)
-	sess.conn = c
+	sess.members = []*member{{c: c, ref: c.id}}
 	meta := &wsproto.SolverProgress{RunID: "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77", TaskID: "t2",
 		Attempt: 1, Progress: 0.66, Message: "Working through it"}
 

@@ -86,8 +86,11 @@ type Record struct {
 	// PrevTokenHash is the token hash before the latest rotation while it
 	// is pending (Rotate, Commit); zero when none.
 	PrevTokenHash [32]byte
-	Subject       string
-	Owner         string
+	// FollowHash is the hash of the session's follow token (§3.6), which
+	// never rotates; zero when it has none.
+	FollowHash [32]byte
+	Subject    string
+	Owner      string
 	// Conn is the session's connection, "NODE/CONN", "" when none.
 	Conn string
 	// Detached is when the session's last connection left, on any server,

@@ -8,7 +8,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/solver"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -70,6 +69,9 @@ func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 	if c.onlyResume() {
 		return nil // not applied: the connection is closed with 4029 (sessioncap.go)
 	}
+	if a, ok := req.(*wsproto.Ack); ok {
+		return c.sess.ack(c.id, a.LastSeq) // this connection's cursor (follow.go)
+	}
 	return c.sess.apply(req)
 }
 
@@ -96,8 +98,6 @@ func (sess *session) apply(req wsproto.Request) *wsproto.Error {
 		return sess.restartTask(req.TaskID)
 	case *wsproto.Replan:
 		return sess.replan(req.Feedback)
-	case *wsproto.Ack:
-		return sess.ack(req.LastSeq)
 	}
 	return &wsproto.Error{Code: wsproto.CodeUnknownType, Message: "unsupported event", RefType: req.Event()}
 }
@@ -241,24 +241,4 @@ func describe(err error) string {
 		msg = msg[:i]
 	}
 	return msg
-}
-
-func (sess *session) ack(lastSeq uint64) *wsproto.Error {
-	sess.mu.Lock()
-	err := errSessionClosed
-	if !sess.closed {
-		err = sess.ring.Ack(sess.ctx, lastSeq)
-		if err == nil && sess.dur != nil {
-			sess.dur.ring.Commit() // an ack alone is a unit: the store trims too
-		}
-	}
-	sess.mu.Unlock()
-	switch {
-	case errors.Is(err, buffer.ErrAhead):
-		return &wsproto.Error{Code: wsproto.CodeInvalidAck, RefType: wsproto.EventUserAck, Message: "last_seq is past the latest event"}
-	case err != nil:
-		sess.srv.log.Error("ack", "session", sess.id, "err", err)
-		return &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserAck, Message: "could not apply the ack"}
-	}
-	return nil
 }

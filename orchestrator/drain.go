@@ -118,8 +118,13 @@ func (sess *session) drainIdleLocked() {
 	if !sess.srv.draining.Load() {
 		return
 	}
-	if sess.run == nil && sess.conn != nil {
-		sess.conn.closeFlushed(websocket.StatusServiceRestart, "server restarting")
+	if sess.run != nil {
+		return
+	}
+	for _, m := range sess.members {
+		if m.c != nil {
+			m.c.closeFlushed(websocket.StatusServiceRestart, "server restarting")
+		}
 	}
 }
 
@@ -150,7 +155,7 @@ var errUserAbsent = errors.New("the run waits on a user who is not connected, an
 func (sess *session) cancelAbsentLocked() {
 	s := sess.srv
 	r := sess.run
-	if !s.draining.Load() || s.opts.Cluster != nil || sess.conn != nil || r == nil {
+	if !s.draining.Load() || s.opts.Cluster != nil || len(sess.members) > 0 || r == nil {
 		return
 	}
 	deadline := s.drainDeadline.Load()

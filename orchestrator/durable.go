@@ -17,7 +17,8 @@ func (sess *session) hooks() RingHooks {
 	return RingHooks{OnDurable: sess.deliver, OnLost: sess.lost}
 }
 
-// deliver sends the connection the events the store now holds. Called by
+// deliver sends each connection attached the events the store now holds
+// that it was not sent yet. Called by
 // the ring's writer, in seq order, never under the session lock. After a
 // stall of the store they may be many: sendDurable takes them, within the
 // ring's bound on what may wait for the store.
@@ -27,22 +28,27 @@ func (sess *session) deliver(entries []buffer.Entry) {
 	if n := len(entries); n > 0 && sess.dur != nil {
 		sess.dur.settled(entries[n-1].Seq)
 	}
-	c := sess.conn
-	if c == nil || sess.closed || len(entries) == 0 {
+	if sess.closed || len(entries) == 0 {
 		return
 	}
-	// A resync's answer waiting for these first (held.go); the entries it
-	// covers are not sent (sent is its seq).
-	sess.releaseHeldLocked(entries[len(entries)-1].Seq)
-	var frames [][]byte
-	for _, e := range entries {
-		if e.Seq > sess.sent {
-			frames = append(frames, e.Data)
-			sess.sent = e.Seq
+	backlog := backlogOf(sess.ring)
+	for _, m := range sess.members {
+		if m.c == nil {
+			continue // on another server, which tails the store
 		}
-	}
-	if len(frames) > 0 {
-		c.sendDurable(backlogOf(sess.ring), frames...)
+		// A resync's answer waiting for these first (held.go); the
+		// entries it covers are not sent (sent is its seq).
+		sess.releaseHeldLocked(m, entries[len(entries)-1].Seq)
+		var frames [][]byte
+		for _, e := range entries {
+			if e.Seq > m.sent {
+				frames = append(frames, e.Data)
+				m.sent = e.Seq
+			}
+		}
+		if len(frames) > 0 {
+			m.c.sendDurable(backlog, frames...)
+		}
 	}
 }
 
@@ -57,7 +63,7 @@ func backlogOf(ring buffer.Ring) int {
 }
 
 // lost gives up a session whose ring can no longer write: its run stops
-// without a word (its events could not be stored), and its connection is
+// without a word (its events could not be stored), and its connections are
 // closed with 1012 so that the client resumes where the session lives now,
 // or learns that it is gone (resume_rejected). When the store still names
 // this server as the owner (it stalled past the ring's patience), the
@@ -79,14 +85,20 @@ func (sess *session) lost(err error) {
 			return
 		}
 		sess.closed, sess.given = true, true
-		r, c := sess.run, sess.conn
+		r, members := sess.run, sess.members
+		sess.members = nil
+		for _, m := range members {
+			sess.dropHeldLocked(m)
+		}
 		sess.mu.Unlock()
 		s.log.Warn("session lost", "session", sess.id, "err", err)
 		if r != nil {
 			r.cancel(errSessionLost)
 		}
-		if c != nil {
-			c.closeWith(websocket.StatusServiceRestart, "session moved")
+		for _, m := range members {
+			if m.c != nil {
+				m.c.closeWith(websocket.StatusServiceRestart, "session moved")
+			}
 		}
 		sess.release()
 	}()

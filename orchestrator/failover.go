@@ -36,8 +36,9 @@ func (s *Server) listen() {
 	}
 }
 
-// adoptOrphans continues the runs of servers that died, and keeps this
-// server's sessions from expiring in the store, until the server closes.
+// adoptOrphans continues the runs of servers that died, forgets the
+// followers they served (dropDeadFollowers), and keeps this server's
+// sessions from expiring in the store, until the server closes.
 func (s *Server) adoptOrphans() {
 	defer s.janitorWG.Done()
 	t := time.NewTicker(huntEvery)
@@ -50,6 +51,7 @@ func (s *Server) adoptOrphans() {
 		case now := <-t.C:
 			ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 			s.adopt(ctx)
+			s.dropDeadFollowers(ctx)
 			if now.Sub(touched) >= s.opts.SessionTTL/4 {
 				s.touch(ctx)
 				touched = now

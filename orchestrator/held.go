@@ -27,16 +27,17 @@ type heldAnswer struct {
 // answers with another resume.
 const heldTimeout = storeTimeout
 
-// holdLocked holds the answer to c's resync until the store holds seq;
-// under the session lock, with c its connection.
-func (sess *session) holdLocked(c *conn, seq uint64, frames [][]byte, then func()) {
-	sess.dropHeldLocked()
+// holdLocked holds the answer to the resync of m's connection until the
+// store holds seq; under the session lock.
+func (sess *session) holdLocked(m *member, seq uint64, frames [][]byte, then func()) {
+	sess.dropHeldLocked(m)
+	c := m.c
 	h := &heldAnswer{c: c, seq: seq, frames: frames, then: then}
 	h.timer = time.AfterFunc(heldTimeout, func() {
 		sess.mu.Lock()
-		late := sess.held == h
+		late := m.held == h
 		if late {
-			sess.held = nil
+			m.held = nil
 		}
 		sess.mu.Unlock()
 		if late {
@@ -45,26 +46,26 @@ func (sess *session) holdLocked(c *conn, seq uint64, frames [][]byte, then func(
 			c.closeWith(websocket.StatusServiceRestart, "session store behind; resume again")
 		}
 	})
-	sess.held = h
+	m.held = h
 }
 
-// releaseHeldLocked sends the held answer if the store now holds durable
+// releaseHeldLocked sends m's held answer if the store now holds durable
 // (its seq or more); under the session lock.
-func (sess *session) releaseHeldLocked(durable uint64) {
-	h := sess.held
+func (sess *session) releaseHeldLocked(m *member, durable uint64) {
+	h := m.held
 	if h == nil || durable < h.seq {
 		return
 	}
-	sess.held = nil
+	m.held = nil
 	h.timer.Stop()
 	h.c.sendThen(h.then, h.frames...)
 }
 
-// dropHeldLocked forgets a held answer: its connection is no longer the
-// session's.
-func (sess *session) dropHeldLocked() {
-	if h := sess.held; h != nil {
-		sess.held = nil
+// dropHeldLocked forgets m's held answer: its connection is no longer
+// the session's.
+func (sess *session) dropHeldLocked(m *member) {
+	if h := m.held; h != nil {
+		m.held = nil
 		h.timer.Stop()
 	}
 }

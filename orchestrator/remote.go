@@ -41,12 +41,18 @@ type message struct {
 	// does not hold the session (any more).
 	Error *wsproto.Error `json:"error,omitempty"`
 	Moved bool           `json:"moved,omitempty"`
+	// An attach's: a follow (else a plain resume, which replaces the
+	// session's other connections), and the last_seq it resumed from.
+	Follow bool   `json:"follow,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
 }
 
 const (
 	msgCommand = "command"
 	msgReply   = "reply"
 	msgReplace = "replace"
+	msgAttach  = "attach" // a connection attached on another server (follow.go)
+	msgDetach  = "detach" // it left
 )
 
 // connRef names a connection across the cluster: "NODE/CONN".
@@ -70,7 +76,8 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 			return errStore
 		}
 		held := &session{tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash}
-		if !held.tokenAccepted(req.ResumeToken) || rec.Subject != c.subject {
+		byFollow := req.Follow && rec.FollowHash != noHash && tokenMatches(rec.FollowHash, req.ResumeToken)
+		if (!byFollow && !held.tokenAccepted(req.ResumeToken)) || rec.Subject != c.subject {
 			return errRejected // another subject's session is as unknown as a wrong token
 		}
 		if expiredIn(rec, time.Now(), s.opts.SessionTTL) {
@@ -89,7 +96,7 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 				return errStore
 			}
 			if alive {
-				return s.proxy(ctx, c, req, rec.Owner)
+				return s.proxy(ctx, c, req, rec.Owner, byFollow)
 			}
 		}
 		if _, err := s.adoptShared(ctx, req.SessionID, rec.Owner); err != nil {
@@ -131,8 +138,11 @@ var errStore = &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.Event
 	Message: "the session store did not answer; resume again"}
 
 // proxy attaches c to a session that owner holds: it answers the resume
-// from the store, then tails the session's events there.
-func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, owner string) *wsproto.Error {
+// from the store, then tails the session's events there. The owner
+// learns of c (registerRemote), so that its acks count for pruning and a
+// follow counts toward the cap; byFollow says req presents the session's
+// follow token, which does not rotate.
+func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, owner string, byFollow bool) *wsproto.Error {
 	cl := s.opts.Cluster
 	op, err := cl.Open(ctx, req.SessionID, RingHooks{})
 	if errors.Is(err, ErrNoSession) {
@@ -153,22 +163,38 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		s.log.Error("resume: read the session", "session", req.SessionID, "err", err)
 		return errStore
 	}
-	token := newToken()
-	hash := sha256.Sum256([]byte(token))
-	if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
-		return e
-	}
-	fresh := c.sess
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
+	if e := c.registerRemote(req.Follow, req.LastSeq); e != nil {
+		c.remote = nil
+		stop()
+		return e // refused by the owner (the cap): nothing changed
+	}
+	token, then := req.ResumeToken, func() {}
+	if !byFollow {
+		token = newToken()
+		hash := sha256.Sum256([]byte(token))
+		if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
+			c.unregisterRemote()
+			c.remote = nil
+			stop()
+			return e
+		}
+		then = func() { c.confirmPing(func() { s.commitToken(c, nil, req.SessionID, hash) }) }
+		a.followToken = ""
+	} else {
+		a.followToken = req.ResumeToken
+	}
+	if req.Follow {
+		a.followers = 1 // at least: the owner counts them all
+	}
+	fresh := c.sess
 	c.log.Store(s.log.With(c.logAttrs("session", req.SessionID, "owner", owner)...))
-	c.sendThen(func() {
-		c.confirmPing(func() { s.commitToken(c, nil, req.SessionID, hash) })
-	}, a.frames(s.log, req.SessionID, token)...)
+	c.sendThen(then, a.frames(s.log, req.SessionID, token)...)
 	c.wg.Add(1)
 	go c.tail(tctx, a.last)
 	s.dropSession(fresh)
-	s.attachShared(c, req.SessionID)
+	s.attachShared(c, req.SessionID, !req.Follow)
 	s.log.Info("session resumed from the store", "session", req.SessionID, "owner", owner,
 		"from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
 	a.observe(s.obs)
@@ -273,9 +299,11 @@ func (c *conn) refreshOwner() bool {
 	return true
 }
 
-// attachShared records c as the session's connection in the store, and
-// closes the one it replaces with 4000 wherever that one is.
-func (s *Server) attachShared(c *conn, id string) {
+// attachShared records c as the session's connection in the store, and,
+// when replace is set (not a follow), closes the one it replaces with 4000
+// wherever that one is. (A plain resume on the owner closes every member
+// itself, resume; one on another server has the owner do it, msgAttach.)
+func (s *Server) attachShared(c *conn, id string, replace bool) {
 	cl := s.opts.Cluster
 	if cl == nil {
 		return
@@ -288,7 +316,7 @@ func (s *Server) attachShared(c *conn, id string) {
 		return
 	}
 	node, connID, ok := strings.Cut(prev, "/")
-	if !ok || connID == c.id {
+	if !ok || connID == c.id || !replace {
 		return
 	}
 	if node == cl.Node() {
@@ -312,6 +340,13 @@ func (s *Server) detachShared(c *conn) {
 	defer cancel()
 	if err := cl.Detach(ctx, id, s.connRef(c)); err != nil && !errors.Is(err, ErrNoSession) {
 		s.log.Error("clear the session's connection", "session", id, "err", err)
+	}
+	// Others may follow the session still: one of them becomes its
+	// connection in the store again, so that it does not expire there.
+	if c.remote != nil {
+		c.unregisterRemote() // the owner does it
+	} else if sess := s.lookup(id); sess != nil {
+		s.keepAttached(sess)
 	}
 }
 
@@ -339,9 +374,13 @@ func (s *Server) receive(b []byte) {
 		return
 	}
 	switch m.Kind {
-	case msgCommand:
+	case msgCommand, msgAttach:
 		r := message{Kind: msgReply, From: s.opts.Cluster.Node(), Conn: m.Conn, ID: m.ID}
-		r.Error, r.Moved = s.command(m)
+		if m.Kind == msgAttach {
+			r.Error, r.Moved = s.attachRemote(m)
+		} else {
+			r.Error, r.Moved = s.command(m)
+		}
 		b, _ := json.Marshal(r)
 		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 		defer cancel()
@@ -357,6 +396,8 @@ func (s *Server) receive(b []byte) {
 		}
 	case msgReplace:
 		s.replaced(m.Conn)
+	case msgDetach:
+		s.detachRemote(m)
 	}
 }
 
@@ -375,7 +416,11 @@ func (s *Server) command(m message) (*wsproto.Error, bool) {
 		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
 			Message: "user.reconnect_with_state must be the first frame of a connection"}, false
 	}
-	e = sess.apply(req)
+	if a, ok := req.(*wsproto.Ack); ok {
+		e = sess.ack(m.From+"/"+m.Conn, a.LastSeq)
+	} else {
+		e = sess.apply(req)
+	}
 	if e != nil && e.RefType == "" {
 		e.RefType = req.Event()
 	}

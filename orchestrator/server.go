@@ -98,6 +98,10 @@ type Options struct {
 	MaxSessions           int
 	MaxSessionsPerSubject int
 	MaxSessionsPerIP      int
+	// MaxFollowers is the most connections one session may have attached
+	// at once, on all servers (§3.6): a follow beyond it is refused with
+	// follow_limit and changes nothing. Defaults to 0: no limit.
+	MaxFollowers int
 	// MaxFrameBytes caps the frames of sequenced events: a longer one has
 	// its texts cut to fit (wsproto.FitFrame). Defaults to 0: no cap.
 	MaxFrameBytes int
@@ -324,7 +328,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.connWG.Done()
 		return
 	}
-	c, token := s.upgrade(w, r, adm)
+	c, token, follow := s.upgrade(w, r, adm)
 	if c == nil {
 		adm.done()
 		s.connWG.Done()
@@ -333,17 +337,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer s.connWG.Done()
 		defer adm.done()
-		c.serve(token)
+		c.serve(token, follow)
 	}()
 }
 
 // upgrade authenticates the request, upgrades it and gives the connection
 // a fresh session, a provisional one beyond the session caps; c is nil
 // when it fails, the client told why.
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission) (c *conn, token string) {
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission) (c *conn, token, follow string) {
 	id, ok := s.authenticate(w, r)
 	if !ok {
-		return nil, ""
+		return nil, "", ""
 	}
 	up := &upgrader{ResponseWriter: w, timeout: s.opts.WriteTimeout}
 	ws, err := websocket.Accept(up, r, &websocket.AcceptOptions{
@@ -355,15 +359,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission)
 	})
 	if err != nil {
 		s.log.Info("websocket handshake refused", "remote", r.RemoteAddr, "err", err)
-		return nil, ""
+		return nil, "", ""
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess, token, err := s.newSessionFrom(r.Context(), id.Subject, adm.ip)
+	sess, token, follow, err := s.newSessionFrom(r.Context(), id.Subject, adm.ip)
 	if err != nil {
 		s.log.Error("new session", "err", err)
 		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
-		return nil, ""
+		return nil, "", ""
 	}
 	c = newConn(s, ws, up.conn, id.Subject)
 	c.expires = id.Expires
@@ -373,24 +377,24 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission)
 		s.mu.Unlock()
 		ws.Close(websocket.StatusServiceRestart, "server restarting")
 		s.dropSession(sess)
-		return nil, ""
+		return nil, "", ""
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	s.obs.ConnOpened()
 	c.logger().Info("connection opened", "remote", r.RemoteAddr)
-	return c, token
+	return c, token, follow
 }
 
 // serve attaches c to its fresh session and reads it until it ends.
-func (c *conn) serve(token string) {
+func (c *conn) serve(token, follow string) {
 	s := c.srv
 	opened := time.Now()
 	c.startPings()
 	c.startExpiry()
-	c.sess.attachFresh(c, token)
+	c.sess.attachFresh(c, token, follow)
 	if !c.sess.provisional {
-		s.attachShared(c, c.sess.id)
+		s.attachShared(c, c.sess.id, true)
 	}
 	err := c.readLoop()
 
@@ -398,7 +402,7 @@ func (c *conn) serve(token string) {
 		c.remote.stop()
 	}
 	c.stop()
-	c.sess.detach(c)
+	c.sess.detach(c.id)
 	if c.sess.provisional && c.remote == nil {
 		s.dropSession(c.sess) // it never resumed: nothing else holds it
 	} else {

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"github.com/baton-run/baton/buffer"
@@ -54,8 +53,20 @@ type session struct {
 	// connection is attached. The sweeper reads it without the lock.
 	detachedAt atomic.Int64
 
-	mu   sync.Mutex // guards the fields below; held across append+send and every ring call
-	conn *conn
+	mu sync.Mutex // guards the fields below; held across append+send and every ring call
+	// members are the connections attached, each with its own cursor
+	// (follow.go): one, or several when clients follow the session.
+	members []*member
+	// pruned is the latest seq acked to the ring: the lowest of every
+	// member's acks when it was last raised.
+	pruned uint64
+	// ghosts are the acks of members that dropped, still holding the ring
+	// until a resume succeeds them (removeLocked, claimGhostLocked).
+	ghosts []uint64
+	// followHash is the SHA-256 of the session's follow token, which lets
+	// other devices attach beside its connection (§3.6). Zero when the
+	// session has none (a provisional one).
+	followHash [sha256.Size]byte
 	// tokenHash is the SHA-256 of the resume token: the token itself is
 	// only ever known to the client. Each resume replaces it (rotate).
 	// prevHash is the one it replaced while the rotation is pending: until
@@ -64,14 +75,9 @@ type session struct {
 	// Zero when none. With a cluster the store's copies are the ones that
 	// count.
 	tokenHash, prevHash [sha256.Size]byte
-	// sent is the latest seq sent to conn, with a durable ring.
-	sent uint64
-	// held is conn's resync answer while the store has not caught up
-	// with its snapshot (held.go); nil when none.
-	held     *heldAnswer
-	state    wsproto.State
-	run      *run
-	confirms map[string]*confirm
+	state               wsproto.State
+	run                 *run
+	confirms            map[string]*confirm
 	// closed is set once, when the session is freed: from then on its
 	// ring is not called and it cannot be resumed.
 	closed bool
@@ -93,14 +99,16 @@ type session struct {
 
 // newSession makes a session of subject, counted under no address.
 func (s *Server) newSession(ctx context.Context, subject string) (*session, string, error) {
-	return s.newSessionFrom(ctx, subject, "")
+	sess, token, _, err := s.newSessionFrom(ctx, subject, "")
+	return sess, token, err
 }
 
 // newSessionFrom makes a session of subject, connecting from the address
-// addr (addrKey), and returns it with its resume token. With a cluster,
-// the session is recorded in its store, owned by this server. Beyond a
-// session cap the session is a provisional one (sessioncap.go).
-func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*session, string, error) {
+// addr (addrKey), and returns it with its resume token and its follow
+// token ("" for a provisional session). With a cluster, the session is
+// recorded in its store, owned by this server. Beyond a session cap the
+// session is a provisional one (sessioncap.go).
+func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*session, string, string, error) {
 	token := newToken()
 	sess := &session{
 		id:        "sess_" + uuid.NewString(),
@@ -111,15 +119,18 @@ func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*ses
 		confirms:  make(map[string]*confirm),
 	}
 	if !s.reserve(sess) {
-		return s.provisional(sess), token, nil
+		return s.provisional(sess), token, "", nil
 	}
+	follow := newToken()
+	sess.followHash = followHashOf(follow)
 	if s.opts.Cluster == nil {
 		sess.ring = s.opts.NewRing(s.opts.BufferSize)
 	} else {
-		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, Subject: subject, Owner: s.opts.Cluster.Node()}, sess.hooks())
+		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, FollowHash: sess.followHash,
+			Subject: subject, Owner: s.opts.Cluster.Node()}, sess.hooks())
 		if err != nil {
 			s.unreserve(sess)
-			return nil, "", fmt.Errorf("record session: %w", err)
+			return nil, "", "", fmt.Errorf("record session: %w", err)
 		}
 		sess.ring, sess.shared = d, d
 	}
@@ -130,7 +141,7 @@ func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*ses
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
 	s.obs.SessionOpened(false)
-	return sess, token, nil
+	return sess, token, follow, nil
 }
 
 // newToken returns a resume token of 256 random bits.
@@ -203,27 +214,26 @@ func (sess *session) release() {
 
 // attachFresh attaches the connection that created the session (c.attach
 // has named it already) and greets it with system.connected, which carries
-// the session's resume token.
-func (sess *session) attachFresh(c *conn, token string) {
+// the session's resume token and its follow token.
+func (sess *session) attachFresh(c *conn, token, follow string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	sess.conn = c
+	sess.members = append(sess.members, &member{c: c, ref: c.id})
 	c.send(sess.frame(wsproto.EventConnected, "", "connected", &wsproto.Connected{
 		SessionID:      sess.id,
 		ResumeToken:    token,
 		BufferCapacity: sess.ring.Cap(),
+		FollowToken:    follow,
 	}))
 	sess.drainIdleLocked()
 }
 
-// detach notes that c has gone; the session starts its TTL if c was its
-// connection.
-func (sess *session) detach(c *conn) {
+// detach notes that the member named ref has gone; the session starts its
+// TTL if it was the last.
+func (sess *session) detach(ref string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if sess.conn == c {
-		sess.conn = nil
-		sess.dropHeldLocked()
+	if sess.removeLocked(ref, true) && len(sess.members) == 0 {
 		sess.detachedAt.Store(time.Now().UnixNano())
 		sess.cancelAbsentLocked()
 	}
@@ -237,7 +247,7 @@ func (sess *session) detach(c *conn) {
 func (sess *session) expire(now time.Time) bool {
 	sess.mu.Lock()
 	at := sess.detachedAt.Load()
-	if sess.conn != nil || sess.closed || at == 0 || now.Sub(time.Unix(0, at)) < sess.ttl() {
+	if len(sess.members) > 0 || sess.closed || at == 0 || now.Sub(time.Unix(0, at)) < sess.ttl() {
 		sess.mu.Unlock()
 		return false
 	}
@@ -257,10 +267,7 @@ func (sess *session) expire(now time.Time) bool {
 	return true
 }
 
-var (
-	errSessionExpired = errors.New("session expired")
-	errSessionClosed  = errors.New("session closed")
-)
+var errSessionExpired = errors.New("session expired")
 
 // frame encodes an unsequenced frame for this session.
 func (sess *session) frame(event, stepID, content string, meta any) []byte {
@@ -336,8 +343,10 @@ func (sess *session) emitLocked(event, stepID, content string, meta any) {
 	if sess.shared != nil {
 		return // deliver sends it once the store has it
 	}
-	if sess.conn != nil {
-		sess.conn.send(e.Data)
+	for _, m := range sess.members {
+		if m.c != nil {
+			m.c.send(e.Data)
+		}
 	}
 }
 
@@ -370,233 +379,4 @@ func (sess *session) closeConfirmLocked(stepID string) {
 // sendError answers a client frame with system.error on its connection.
 func (c *conn) sendError(e *wsproto.Error) {
 	c.send(encodeFrame(c.srv.log, c.sessionID(), wsproto.EventError, "", e.Message, e))
-}
-
-// resume attaches c to the session named in req, replaying or resyncing
-// (§3.5). It runs on c's reader goroutine. A session this server does not
-// hold is looked up in the cluster's store, if there is one.
-func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
-	if c.frames > 1 {
-		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
-			Message: "user.reconnect_with_state must be the first frame of a connection"}
-	}
-	old := s.lookup(req.SessionID)
-	if old == nil && s.opts.Cluster != nil {
-		return s.resumeShared(c, req)
-	}
-	// Another subject's session is rejected as an unknown one is, with
-	// the same answer, even with its resume token.
-	if old == nil || old.subject != c.subject {
-		return errRejected
-	}
-	// The token rotates: the answer carries a new one, and the one
-	// presented stops working once the client proves it read the answer
-	// (commitToken), so a stolen token is good for one resume, which the
-	// session's client notices (its own next resume is refused).
-	token := newToken()
-	hash := sha256.Sum256([]byte(token))
-	if s.opts.Cluster != nil {
-		// The store decides, atomically: another server may be resuming
-		// the session with the same token (proxy).
-		if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
-			return e
-		}
-	}
-	fresh := c.sess
-
-	old.mu.Lock()
-	if old.given {
-		// Lost as this resume found it: it is adopted from the store,
-		// where the token has just rotated from the one presented, which
-		// stays good until the rotation is committed.
-		old.mu.Unlock()
-		return s.resumeShared(c, req)
-	}
-	if old.closed || (s.opts.Cluster == nil && !old.tokenAccepted(req.ResumeToken)) {
-		old.mu.Unlock()
-		return errRejected
-	}
-	a, err := answerResume(old.ctx, old.ring, old.shared, &old.state, req)
-	if err != nil {
-		old.mu.Unlock()
-		s.log.Error("resume: read ring", "session", old.id, "err", err)
-		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
-	}
-	old.rotateLocked(req.ResumeToken, hash)
-	frames := a.frames(s.log, old.id, token)
-	prev := old.conn
-	old.conn, old.sent = c, a.last
-	old.detachedAt.Store(0)
-	c.attach(old)
-	old.dropHeldLocked() // prev's
-	if a.ahead {
-		old.holdLocked(c, a.last, frames, s.commitAfterPong(c, old, hash))
-	} else {
-		c.sendThen(s.commitAfterPong(c, old, hash), frames...)
-	}
-	old.drainIdleLocked()
-	old.mu.Unlock()
-
-	if prev != nil && prev != c {
-		prev.closeWith(websocket.StatusCode(wsproto.CloseSessionReplaced), "session replaced")
-	}
-	if fresh != old {
-		s.dropSession(fresh)
-	}
-	s.attachShared(c, old.id)
-	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
-	a.observe(s.obs)
-	return nil
-}
-
-// tokenAccepted reports whether token resumes the session: its current
-// token, or the previous one while the rotation from it is pending.
-func (sess *session) tokenAccepted(token string) bool {
-	return tokenMatches(sess.tokenHash, token) || (sess.prevHash != noHash && tokenMatches(sess.prevHash, token))
-}
-
-// noHash is a hash no token has: no pending previous token.
-var noHash [sha256.Size]byte
-
-// rotateLocked makes next the session's token hash after a resume with
-// token. A resume with the current token makes it the pending previous
-// one; a resume with the pending previous one leaves it so, and the
-// current one, which its client never read, dies.
-func (sess *session) rotateLocked(token string, next [sha256.Size]byte) {
-	if tokenMatches(sess.tokenHash, token) {
-		sess.prevHash = sess.tokenHash
-	}
-	sess.tokenHash = next
-}
-
-// commitAfterPong returns what the writer of c runs once it has written
-// the system.connected that gave the client the token of hash: a ping,
-// whose pong proves the client read it; then the previous token stops
-// working (commitToken).
-func (s *Server) commitAfterPong(c *conn, sess *session, hash [sha256.Size]byte) func() {
-	return func() { c.confirmPing(func() { s.commitToken(c, sess, sess.id, hash) }) }
-}
-
-// commitToken ends a pending rotation: if the session's token hash is
-// still hash (no later resume rotated it again), the previous token stops
-// working. sess is nil for a session another server holds. It runs on a
-// goroutine of c's.
-func (s *Server) commitToken(c *conn, sess *session, id string, hash [sha256.Size]byte) {
-	done := false
-	if s.opts.Cluster != nil {
-		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-		defer cancel()
-		ok, err := s.opts.Cluster.Commit(ctx, id, hash)
-		if err != nil {
-			c.logger().Warn("resume: commit the resume token; the previous one stays good", "err", err)
-			return
-		}
-		done = ok
-	}
-	if sess != nil {
-		sess.mu.Lock()
-		if sess.tokenHash == hash {
-			sess.prevHash = noHash
-			done = done || s.opts.Cluster == nil
-		}
-		sess.mu.Unlock()
-	}
-	if done {
-		c.logger().Info("resume token committed")
-	}
-}
-
-var errRejected = &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect,
-	Message: "unknown or expired session, or wrong resume token"}
-
-// resumeAnswer is what a resume is answered with: the events the client
-// missed, or a snapshot of the state when they cannot be replayed.
-type resumeAnswer struct {
-	last     uint64 // the latest seq the client will have
-	lastSum  string
-	capacity int
-	entries  []buffer.Entry // the replay, or nil with snap
-	replayed int
-	resync   bool
-	snap     *wsproto.Snapshot
-	// ahead is set when the snapshot is as of a seq the store does not
-	// hold yet: the answer must wait for it (held.go).
-	ahead bool
-}
-
-// answerResume reads ring for a client that has everything up to
-// req.LastSeq. With a durable ring only what the store holds is replayed
-// (the rest follows live), so that a client never holds an event a server
-// taking over would not have. st is the state the ring's events amount to;
-// it is read only on a resync. Called under the lock that guards ring and st.
-func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable, st *wsproto.State, req *wsproto.Reconnect) (resumeAnswer, error) {
-	a := resumeAnswer{capacity: ring.Cap()}
-	var err error
-	if a.last, a.lastSum, err = ring.Last(ctx); err != nil {
-		return a, err
-	}
-	limit := a.last
-	if durable != nil {
-		limit, _ = durable.Durable()
-	}
-	entries, err := ring.Since(ctx, req.LastSeq)
-	replay := err == nil && req.LastSeq <= limit
-	if replay && req.StateChecksum != "" {
-		sum, err := ring.Checksum(ctx, req.LastSeq)
-		replay = err == nil && sum == req.StateChecksum
-	}
-	if replay {
-		for len(entries) > 0 && entries[len(entries)-1].Seq > limit {
-			entries = entries[:len(entries)-1]
-		}
-		if limit != a.last {
-			if a.lastSum, err = ring.Checksum(ctx, limit); err != nil {
-				return a, err
-			}
-			a.last = limit
-		}
-		a.entries, a.replayed = entries, len(entries)
-		return a, nil
-	}
-	// A snapshot of everything so far: the client then holds the latest
-	// state, and the events still on their way to the store are not sent
-	// again (sent = last). When some are not durable yet, the answer waits
-	// for them (ahead): a client never holds what a server taking the
-	// session over would not have.
-	snap := st.Snapshot(a.last, a.lastSum)
-	a.resync, a.snap, a.ahead = true, &snap, limit < a.last
-	return a, nil
-}
-
-// observe tells obs how the resume was answered.
-func (a *resumeAnswer) observe(obs Observer) {
-	if a.resync {
-		obs.Resumed(ResumeResync, 0)
-		return
-	}
-	obs.Resumed(ResumeReplay, a.replayed)
-}
-
-// frames are the answer's frames: system.connected, then the replay or
-// the snapshot.
-func (a *resumeAnswer) frames(log *slog.Logger, sessionID, token string) [][]byte {
-	n := a.replayed
-	frames := make([][]byte, 0, 2+n)
-	frames = append(frames, encodeFrame(log, sessionID, wsproto.EventConnected, "", "resumed", &wsproto.Connected{
-		SessionID:      sessionID,
-		ResumeToken:    token,
-		Resumed:        true,
-		LastSeq:        a.last,
-		StateChecksum:  a.lastSum,
-		BufferCapacity: a.capacity,
-		Replayed:       &n,
-		Resync:         a.resync,
-	}))
-	for _, e := range a.entries {
-		frames = append(frames, e.Data)
-	}
-	if a.snap != nil {
-		frames = append(frames, encodeFrame(log, sessionID, wsproto.EventStateSnapshot, "", "state snapshot", a.snap))
-	}
-	return frames
 }

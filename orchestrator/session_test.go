@@ -85,7 +85,7 @@ func TestExpireRechecksTheTTL(t *testing.T) {
 			sess.detachedAt.Store(now.Add(time.Millisecond).UnixNano())
 		}, false},
 		{"attached", func(sess *session) {
-			sess.conn = &conn{}
+			sess.members = []*member{{c: &conn{}}}
 			sess.detachedAt.Store(0)
 		}, false},
 	}
@@ -178,7 +178,7 @@ func TestRingClosedWhenTheSessionIsFreed(t *testing.T) {
 			sess.emit(wsproto.EventPlanStart, "", "", &wsproto.PlanStart{RunID: "run_1"})
 			tt.free(srv, sess)
 			sess.emit(wsproto.EventPlanStart, "", "", &wsproto.PlanStart{RunID: "run_2"})
-			if e := sess.ack(1); e == nil || e.Code != wsproto.CodeInternal {
+			if e := sess.ack("", 1); e == nil || e.Code != wsproto.CodeInternal {
 				t.Errorf("ack on a freed session: %+v, want internal", e)
 			}
 			if closed, late := ring.state(); closed != 1 || len(late) != 0 {

@@ -115,11 +115,19 @@ func (cl *Cluster) Node() string { return cl.node.ID() }
 
 func (cl *Cluster) Create(ctx context.Context, id string, rec orchestrator.Record, hooks orchestrator.RingHooks) (buffer.Durable, error) {
 	err := cl.store.CreateSession(ctx, id, SessionMeta{TokenHash: hex.EncodeToString(rec.TokenHash[:]),
-		Subject: rec.Subject, Capacity: cl.capacity})
+		FollowHash: followHex(rec.FollowHash), Subject: rec.Subject, Capacity: cl.capacity})
 	if err != nil {
 		return nil, err
 	}
 	return cl.store.NewRing(id, cl.capacity, callbacks(hooks)), nil
+}
+
+// followHex is a follow token hash as the store keeps it: "" for none.
+func followHex(h [32]byte) string {
+	if h == [32]byte{} {
+		return ""
+	}
+	return hex.EncodeToString(h[:])
 }
 
 func callbacks(h orchestrator.RingHooks) Callbacks {
@@ -138,6 +146,11 @@ func record(info Info) (orchestrator.Record, error) {
 	rec := orchestrator.Record{Subject: info.Subject, Owner: info.Owner, Conn: info.Conn, Detached: info.Detached}
 	if n, err := hex.Decode(rec.TokenHash[:], []byte(info.TokenHash)); err != nil || n != len(rec.TokenHash) {
 		return rec, fmt.Errorf("the store's token hash is not a SHA-256 in hex")
+	}
+	if info.FollowHash != "" {
+		if n, err := hex.Decode(rec.FollowHash[:], []byte(info.FollowHash)); err != nil || n != len(rec.FollowHash) {
+			return rec, fmt.Errorf("the store's follow token hash is not a SHA-256 in hex")
+		}
 	}
 	if info.PrevTokenHash != "" {
 		if n, err := hex.Decode(rec.PrevTokenHash[:], []byte(info.PrevTokenHash)); err != nil || n != len(rec.PrevTokenHash) {

@@ -39,7 +39,7 @@ end
 // drops any stale stream left under its id.
 //
 // KEYS: meta, events. ARGV: owner, token, subject, cap, ttl (ms, 0 =
-// none), session TTL (ms, 0 = none; see expireLua).
+// none), session TTL (ms, 0 = none; see expireLua), follow token hash.
 var createScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('EXISTS session already in the store')
@@ -47,7 +47,7 @@ end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', ARGV[2], 'subject', ARGV[3],
   'cap', ARGV[4], 'last_seq', 0, 'last_sum', '', 'base_seq', 0, 'base_sum', '',
-  'ack_seq', 0, 'cp_seq', 0, 'dttl', ARGV[6])
+  'ack_seq', 0, 'cp_seq', 0, 'dttl', ARGV[6], 'follow', ARGV[7])
 local ttl = tonumber(ARGV[5])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1

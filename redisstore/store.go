@@ -192,6 +192,8 @@ func (s *Store) Stats() Stats {
 type SessionMeta struct {
 	// TokenHash is the hex SHA-256 of the session's resume token.
 	TokenHash string
+	// FollowHash is the hex SHA-256 of its follow token, "" for none.
+	FollowHash string
 	// Subject is whom the session belongs to.
 	Subject string
 	// Capacity is the ring's capacity in entries; ≤ 0 means
@@ -231,7 +233,7 @@ func (s *Store) CreateSession(ctx context.Context, id string, meta SessionMeta) 
 	}
 	k := keysOf(id)
 	err := createScript.Run(ctx, s.client, k[:], s.opt.Node, meta.TokenHash, meta.Subject,
-		meta.Capacity, s.opt.TTL.Milliseconds(), s.opt.SessionTTL.Milliseconds()).Err()
+		meta.Capacity, s.opt.TTL.Milliseconds(), s.opt.SessionTTL.Milliseconds(), meta.FollowHash).Err()
 	if err != nil {
 		return fmt.Errorf("redisstore: create session %s: %w", id, scriptError(err))
 	}
@@ -306,7 +308,7 @@ func keysOf(id string) [2]string {
 
 // infoFields are the meta hash's fields Lookup reads (not the checkpoint,
 // which may be large).
-var infoFields = []string{"token", "prev", "subject", "owner", "conn", "detached", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
+var infoFields = []string{"token", "prev", "follow", "subject", "owner", "conn", "detached", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
 
 // parseInfo reads a meta hash; ErrNotFound when it is empty.
 func parseInfo(m map[string]string) (Info, error) {
@@ -314,7 +316,7 @@ func parseInfo(m map[string]string) (Info, error) {
 		return Info{}, ErrNotFound
 	}
 	info := Info{
-		SessionMeta:   SessionMeta{TokenHash: m["token"], Subject: m["subject"]},
+		SessionMeta:   SessionMeta{TokenHash: m["token"], FollowHash: m["follow"], Subject: m["subject"]},
 		PrevTokenHash: m["prev"],
 		Owner:         m["owner"],
 		Conn:          m["conn"],

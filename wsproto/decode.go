@@ -71,6 +71,9 @@ type Reconnect struct {
 	ResumeToken   string
 	LastSeq       uint64
 	StateChecksum string
+	// Follow (metadata.follow) attaches the connection beside the
+	// session's others instead of replacing them (§3.5, §3.6).
+	Follow bool
 }
 
 func (*Message) Event() string     { return EventUserMessage }
@@ -243,6 +246,7 @@ func DecodeText(data []byte) (Request, *Error) {
 			ResumeToken   *string `json:"resume_token"`
 			LastSeq       *uint64 `json:"last_seq"`
 			StateChecksum *string `json:"state_checksum"`
+			Follow        *bool   `json:"follow"`
 		}
 		if e := decode(&m); e != nil {
 			return nil, e
@@ -254,6 +258,7 @@ func DecodeText(data []byte) (Request, *Error) {
 		if m.StateChecksum != nil {
 			r.StateChecksum = *m.StateChecksum
 		}
+		r.Follow = m.Follow != nil && *m.Follow
 		return r, nil
 	}
 	return nil, &Error{Code: CodeUnknownType, Message: fmt.Sprintf("unknown event %q", ev), RefType: ev}

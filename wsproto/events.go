@@ -71,6 +71,7 @@ const (
 	CodeResumeRejected = "resume_rejected"
 	CodeRateLimited    = "rate_limited"
 	CodeInternal       = "internal"
+	CodeFollowLimit    = "follow_limit"
 )
 
 // WebSocket close codes the server uses beyond RFC 6455's (§8).

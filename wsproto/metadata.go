@@ -24,6 +24,12 @@ type Connected struct {
 	// Replayed is set on a resume only: the number of events replayed.
 	Replayed *int `json:"replayed,omitempty"`
 	Resync   bool `json:"resync,omitempty"`
+	// FollowToken lets other devices follow the session (§3.6): on a
+	// fresh session's system.connected, and on the answer to a follow.
+	FollowToken string `json:"follow_token,omitempty"`
+	// Followers is how many connections the session has attached, this
+	// one included, on the answer to a follow.
+	Followers int `json:"followers,omitempty"`
 }
 
 // Error is the metadata of system.error.

@@ -112,6 +112,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&o.MaxSessions, "max-sessions", 10000, "most sessions this server holds; a new connection beyond it may only resume a session, else it is closed with 4029 (0: no limit)")
 	fs.IntVar(&o.MaxSessionsPerSubject, "max-sessions-per-subject", 50, "most sessions one authenticated subject holds on this server; beyond it as --max-sessions (0: no limit)")
 	fs.IntVar(&o.MaxSessionsPerIP, "max-sessions-per-ip", 200, "most sessions the anonymous clients of one IP (an IPv6 /64) hold on this server; beyond it as --max-sessions (0: no limit)")
+	fs.IntVar(&o.MaxFollowers, "max-followers", 8, "most connections one session may have attached at once (a resume with metadata.follow adds one; on all servers); a follow beyond it is refused with follow_limit (0: no limit)")
 	fs.IntVar(&o.MaxFrameBytes, "max-frame-bytes", 1<<20, "longest event frame sent, in bytes; a longer one has its long texts cut, marked truncated (0: no cap; else at least 4096)")
 	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", 128<<10, "longest text kept of what a model returns (a task's result, the plan's texts, the final answer), in bytes; longer is cut where it enters, marked truncated (at least 1024)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
@@ -223,7 +224,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 		}
 	}
 	for _, name := range []string{"rate-limit", "rate-burst", "max-conns-per-ip", "max-sessions", "max-sessions-per-subject",
-		"max-sessions-per-ip", "max-frame-bytes", "redis-replicas"} {
+		"max-sessions-per-ip", "max-followers", "max-frame-bytes", "redis-replicas"} {
 		if n := get(fs, name).(int); n < 0 {
 			return fmt.Errorf("%s: must not be negative (got %d; 0 turns the limit off)", c.src(name), n)
 		}

@@ -13,7 +13,11 @@ import { h, $ } from "./dom.js";
 
 const LOG_LINES = 5000; // event log entries kept on the page
 
-const client = new BatonClient({ token: pageToken() });
+const followed = followLink();
+// Every resume follows (§3.6 of docs/protocol.md): a reconnect on this
+// device leaves the user's other devices on the session attached.
+const client = new BatonClient({ token: pageToken(), follow: true });
+if (followed) client.follow(followed.sessionId, followed.token);
 // For the console and for tests that want more than the page shows.
 globalThis.batonClient = client;
 const board = new Board($("board"), {
@@ -45,6 +49,38 @@ function pageToken() {
     // A malformed escape, or no storage (a sandboxed frame): what was read stands.
   }
   return token || undefined;
+}
+
+// followLink reads an "open on another device" link, /#follow=SESSION.TOKEN
+// (the session id and its follow token, §3.6): the page then follows that
+// session. The fragment never reaches a server, nor its logs or a
+// Referer; it is taken out of the address bar at once, so the page's
+// history does not keep it. null when the page was opened otherwise.
+function followLink() {
+  const m = /^#(?:.*&)?follow=([^&.]+)\.([^&]+)/.exec(location.hash);
+  if (!m) return null;
+  try {
+    history.replaceState(null, "", location.pathname + location.search);
+    return { sessionId: decodeURIComponent(m[1]), token: decodeURIComponent(m[2]) };
+  } catch {
+    return null; // a malformed escape: the page starts its own session
+  }
+}
+
+// The "open on another device" link: anyone who has it can watch the
+// session and answer its questions until the session ends, so it is shown
+// only on request, with that warning.
+$("share").addEventListener("click", () => {
+  const box = $("share-box");
+  box.hidden = !box.hidden;
+  renderShare();
+});
+
+function renderShare() {
+  const link = client.sessionId && client.followToken
+    ? `${location.origin}${location.pathname}#follow=${encodeURIComponent(client.sessionId)}.${encodeURIComponent(client.followToken)}`
+    : "";
+  /** @type {HTMLInputElement} */ ($("share-link")).value = link;
 }
 
 // act reports a frame that could not be sent (the client is between
@@ -182,6 +218,8 @@ function renderConnection() {
   el.textContent = `${client.connection} · seq ${client.lastSeq}`;
   $("session").textContent = client.sessionId ? client.sessionId : "";
   $("session").title = client.sessionId ? `session ${client.sessionId}` : "session id";
+  $("share").hidden = !client.followToken;
+  if (!$("share-box").hidden) renderShare();
 }
 
 // ---- The event log: every sequenced event once, in seq order, and every
@@ -230,6 +268,11 @@ client.on("error", (m, resent) => {
   showError(`${m.code}: ${m.message}`);
 });
 client.on("reset", (reason) => showError(`The previous session could not be resumed (${reason}); this is a new one.`));
+client.on("connection", (state, detail) => {
+  if (state !== "DISCONNECTED") return;
+  if (detail === "replaced") showError("This session was taken over by a resume elsewhere; reload the page to start a new one.");
+  if (detail === "follow_limit") showError("This session has as many devices following it as the server allows; close one and reload.");
+});
 client.on("violation", (v) => console.error("baton: contract violation:", v));
 
 // Countdowns (retries, expiring questions) tick without rebuilding cards.

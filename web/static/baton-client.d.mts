@@ -206,6 +206,12 @@ export interface ClientOptions {
   ackEvery?: number;
   /** …or this many ms after the first unacked one, whichever comes first. Defaults to 1000. */
   ackInterval?: number;
+  /**
+   * Make every resume a follow (metadata.follow, §3.6 of docs/protocol.md): the connection is
+   * attached beside the session's others (another tab, another device) instead of replacing
+   * them (4000). Defaults to false. follow() turns it on.
+   */
+  follow?: boolean;
 }
 
 export interface ClientStats {
@@ -254,6 +260,15 @@ export class BatonClient {
   readonly state: State;
   readonly connection: ConnectionState;
   readonly sessionId: string;
+  /** The session's follow token, which lets another device follow it (§3.6); "" when unknown. */
+  readonly followToken: string;
+  /**
+   * Follows another device's session with its follow token (§3.6): the client drops the session
+   * it held and the next connect() resumes this one with follow, from the first event. Every
+   * later resume follows too. Call it before connect() or after close(). A follow beyond the
+   * server's --max-followers makes connect() reject (connection detail "follow_limit").
+   */
+  follow(sessionId: string, followToken: string): void;
   readonly lastSeq: number;
   readonly checksum: string;
   readonly stats: ClientStats;

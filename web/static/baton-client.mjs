@@ -718,6 +718,13 @@ export class BatonClient {
   #gen = 0;
   #sessionId = "";
   #token = "";
+  // The session's follow token (§3.6): from a fresh session's
+  // system.connected, or the one this client follows with.
+  #followToken = "";
+  // Set when this client follows another device's session (follow()): its
+  // resume token is the follow token, good only for a follow, so every
+  // resume follows, also after a reload from storage.
+  #following = false;
   #lastSeq = 0;
   #checksum = "";
   /** @type {State} */
@@ -759,6 +766,7 @@ export class BatonClient {
       backoffMax: positive(o.backoffMax, 30000),
       ackEvery: positive(o.ackEvery, 50),
       ackInterval: positive(o.ackInterval, 1000),
+      follow: o.follow === true,
     };
     this.#url = o.url || defaultURL();
     this.#WebSocket = o.WebSocket;
@@ -841,6 +849,30 @@ export class BatonClient {
   /** @returns {ConnectionState} */
   get connection() { return this.#connection; }
   get sessionId() { return this.#sessionId; }
+  /** The session's follow token, which lets another device follow it (§3.6); "" when unknown. */
+  get followToken() { return this.#followToken; }
+
+  /**
+   * Follows another device's session (§3.6): drops the session this client
+   * holds (and its stored copy) and takes sessionId with its follow token,
+   * with an empty state; the next connect() resumes it with follow (a
+   * replay from the first event, or a snapshot). Every later resume
+   * follows too. Call it before connect(), or after close().
+   * @param {string} sessionId @param {string} followToken
+   */
+  follow(sessionId, followToken) {
+    if (!str(sessionId) || !str(followToken)) throw new TypeError("baton: follow needs a session id and a follow token");
+    if (!this.#closed) throw new Error("baton: follow() while connected; close() first");
+    this.#gen++;
+    this.#sessionId = sessionId;
+    this.#token = followToken;
+    this.#followToken = followToken;
+    this.#following = true;
+    this.#loaded = Promise.resolve(); // a stored session is not ours any more
+    this.#resetSession();
+    this.#persist();
+    this.#emit("state", this.#state);
+  }
   get lastSeq() { return this.#lastSeq; }
   get checksum() { return this.#checksum; }
   /** @returns {ClientStats} */
@@ -1120,9 +1152,11 @@ export class BatonClient {
     conn.fresh = f.metadata;
     if (this.#sessionId && this.#token) {
       conn.phase = "resume";
-      this.#sendText(conn, JSON.stringify({ event: "user.reconnect_with_state", metadata: {
-        session_id: this.#sessionId, resume_token: this.#token,
-        last_seq: this.#lastSeq, state_checksum: this.#checksum } }));
+      /** @type {Record<string, any>} */
+      const metadata = { session_id: this.#sessionId, resume_token: this.#token,
+        last_seq: this.#lastSeq, state_checksum: this.#checksum };
+      if (this.#opts.follow || this.#following) metadata.follow = true; // beside the session's other connections (§3.6)
+      this.#sendText(conn, JSON.stringify({ event: "user.reconnect_with_state", metadata }));
       return;
     }
     this.#adopt(f.metadata);
@@ -1141,6 +1175,15 @@ export class BatonClient {
       this.#goLive(conn, "resume_rejected", conn.fresh);
       return;
     }
+    if (f.event === "system.error" && m.code === "follow_limit") {
+      // The session has as many connections as it may: trying again
+      // would only be refused again until one leaves.
+      this.#emit("error", m, false);
+      try { conn.ws.close(1000); } catch { /* already closing */ }
+      this.#conn = null;
+      this.#giveUp("follow_limit");
+      return;
+    }
     if (f.event !== "system.connected" || !m.resumed) {
       if (f.event === "system.error") this.#emit("error", m, false);
       else this.#violation(`user.reconnect_with_state answered with ${f.event}`);
@@ -1151,6 +1194,7 @@ export class BatonClient {
     // Every resume rotates the token (§3.5): the one just sent stops working
     // once this client has read this frame (the pong to the ping after it).
     this.#token = str(m.resume_token) || this.#token;
+    this.#followToken = str(m.follow_token) || this.#followToken;
     this.#persist();
     if (m.resync) {
       this.#stats.resyncs++;
@@ -1296,6 +1340,8 @@ export class BatonClient {
     this.#gen++;
     this.#sessionId = str(m && m.session_id);
     this.#token = str(m && m.resume_token);
+    this.#followToken = str(m && m.follow_token);
+    this.#following = false;
     this.#resetSession();
     this.#persist();
     this.#emit("state", this.#state);
@@ -1375,7 +1421,7 @@ export class BatonClient {
     if (!storage || !this.#sessionId) return;
     return storage.setItem(this.#opts.storageKey, JSON.stringify({
       v: STORE_VERSION, session_id: this.#sessionId, resume_token: this.#token,
-      last_seq: this.#lastSeq, checksum: this.#checksum, state: this.#state,
+      follow_token: this.#followToken, following: this.#following, last_seq: this.#lastSeq, checksum: this.#checksum, state: this.#state,
       answers: [...this.#answers], seeds: this.#seeds,
     }));
   }
@@ -1399,6 +1445,8 @@ export class BatonClient {
     }
     this.#sessionId = d.session_id;
     this.#token = d.resume_token;
+    this.#followToken = str(d.follow_token);
+    this.#following = d.following === true; // a session this client follows stays followed
     this.#lastSeq = d.last_seq;
     this.#checksum = d.checksum;
     this.#acked = 0;

@@ -1,0 +1,391 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+// Following (§3.6 of docs/protocol.md): a session may have several
+// connections attached at once, each a member with its own cursor — what
+// it was sent, its held resync answer, what it acked. Every event goes to
+// every member; the ring is pruned only to the lowest ack of them all, so
+// no member's resume finds the events it has not acked gone for another's
+// ack. A member that falls behind is a slow client like any other: its
+// queue overflows, it is closed with 1013, and its resume replays or
+// resyncs it alone.
+//
+// Members on other servers of a cluster (a follower served from the store
+// there, remote.go) are known to the owner by their reference, NODE/CONN,
+// with their acks: registered when they attach (msgAttach), updated by
+// their forwarded acks, dropped when they leave (msgDetach).
+
+// member is a connection attached to a session.
+type member struct {
+	c *conn // nil for a member on another server
+	// ref names the member: its connection's id here, NODE/CONN on
+	// another server.
+	ref string
+	// sent is the latest seq sent to c, with a durable ring.
+	sent uint64
+	// held is c's resync answer while the store has not caught up with its
+	// snapshot (held.go); nil when none.
+	held *heldAnswer
+	// acked is the highest seq the member acked (0 until it acks).
+	acked uint64
+}
+
+// memberLocked returns the member named ref, nil when none.
+func (sess *session) memberLocked(ref string) *member {
+	for _, m := range sess.members {
+		if m.ref == ref {
+			return m
+		}
+	}
+	return nil
+}
+
+// removeLocked forgets the member named ref, reporting whether there was
+// one. A member that acked something leaves its hold on the ring behind
+// (a ghost) when dropped is set: a device that drops resumes soon, and
+// must find what it had not acked still there, though the others acked
+// it meanwhile. Otherwise the ring may then be pruned further.
+func (sess *session) removeLocked(ref string, dropped bool) bool {
+	for i, m := range sess.members {
+		if m.ref == ref {
+			sess.dropHeldLocked(m)
+			sess.members = append(sess.members[:i], sess.members[i+1:]...)
+			if dropped && m.acked > 0 {
+				sess.ghosts = append(sess.ghosts, m.acked)
+				if len(sess.ghosts) > maxGhosts {
+					sess.ghosts = slices.Delete(sess.ghosts, 0, 1) // the oldest lets go
+				}
+			}
+			sess.pruneLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// maxGhosts bounds the holds that dropped members leave: beyond it the
+// oldest lets go. (The ring's capacity bounds what they hold anyway.)
+const maxGhosts = 16
+
+// claimGhostLocked takes away the hold a dropped member left that a
+// resume from lastSeq succeeds: the highest at or below lastSeq. The new
+// member holds the ring with its own acks from now on.
+func (sess *session) claimGhostLocked(lastSeq uint64) {
+	best := -1
+	for i, g := range sess.ghosts {
+		if g <= lastSeq && (best < 0 || g > sess.ghosts[best]) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		sess.ghosts = slices.Delete(sess.ghosts, best, best+1)
+	}
+}
+
+// replaceAllLocked detaches every member but keep (a plain resume's
+// connection, or nil) and returns them: the caller closes them with 4000.
+func (sess *session) replaceAllLocked(keep string) []*member {
+	var gone []*member
+	kept := sess.members[:0]
+	for _, m := range sess.members {
+		if m.ref == keep {
+			kept = append(kept, m)
+			continue
+		}
+		sess.dropHeldLocked(m)
+		gone = append(gone, m)
+	}
+	clear(sess.members[len(kept):])
+	sess.members = kept
+	sess.ghosts = nil // a plain resume takes the session over: the others are not coming back
+	return gone
+}
+
+// followLimitLocked is the answer to a follow the cap refuses, nil when
+// one more member fits.
+func (sess *session) followLimitLocked() *wsproto.Error {
+	if max := sess.srv.opts.MaxFollowers; max > 0 && len(sess.members) >= max {
+		return errFollowLimit(max)
+	}
+	return nil
+}
+
+func errFollowLimit(max int) *wsproto.Error {
+	return &wsproto.Error{Code: wsproto.CodeFollowLimit, RefType: wsproto.EventUserReconnect,
+		Message: fmt.Sprintf("the session has %d connections attached, the most it may have; close one, or resume without follow to replace them", max)}
+}
+
+// pruneLocked acks to the ring the lowest seq every member acked: what no
+// member may still need for a replay. With no member the ring keeps what
+// it has (the next resume may need it).
+func (sess *session) pruneLocked() {
+	if len(sess.members) == 0 || sess.closed {
+		return
+	}
+	low := sess.members[0].acked
+	for _, m := range sess.members[1:] {
+		low = min(low, m.acked)
+	}
+	for _, g := range sess.ghosts {
+		low = min(low, g)
+	}
+	if low <= sess.pruned {
+		return
+	}
+	if err := sess.ring.Ack(sess.ctx, low); err != nil {
+		sess.srv.log.Error("prune the ring", "session", sess.id, "err", err)
+		return
+	}
+	sess.pruned = low
+	if sess.dur != nil {
+		sess.dur.ring.Commit() // an ack alone is a unit: the store trims too
+	}
+}
+
+// ack records that the member named ref has applied every event up to
+// lastSeq (§3.2), and prunes the ring to what every member has. An ack
+// from a member on another server that the session does not know (it
+// attached before this server took the session over) makes it a member.
+func (sess *session) ack(ref string, lastSeq uint64) *wsproto.Error {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.closed {
+		return &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserAck, Message: "could not apply the ack"}
+	}
+	last, _, err := sess.ring.Last(sess.ctx)
+	if err != nil {
+		sess.srv.log.Error("ack", "session", sess.id, "err", err)
+		return &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserAck, Message: "could not apply the ack"}
+	}
+	if lastSeq > last {
+		return &wsproto.Error{Code: wsproto.CodeInvalidAck, RefType: wsproto.EventUserAck, Message: "last_seq is past the latest event"}
+	}
+	m := sess.memberLocked(ref)
+	if m == nil {
+		if !strings.Contains(ref, "/") {
+			return nil // a local connection that is no longer attached
+		}
+		m = &member{ref: ref}
+		sess.members = append(sess.members, m)
+		sess.detachedAt.Store(0)
+	}
+	m.acked = max(m.acked, lastSeq)
+	sess.pruneLocked()
+	return nil
+}
+
+// followHashOf is the hash of a session's follow token.
+func followHashOf(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
+
+// closeReplaced closes members a plain resume replaced with 4000, here or
+// on the servers they are on.
+func (s *Server) closeReplaced(id string, gone []*member) {
+	for _, m := range gone {
+		if m.c != nil {
+			m.c.closeWith(websocket.StatusCode(wsproto.CloseSessionReplaced), "session replaced")
+			continue
+		}
+		s.sendReplace(id, m.ref)
+	}
+}
+
+// sendReplace asks the server of the connection ref (NODE/CONN) to close
+// it with 4000.
+func (s *Server) sendReplace(id, ref string) {
+	cl := s.opts.Cluster
+	node, connID, ok := strings.Cut(ref, "/")
+	if cl == nil || !ok {
+		return
+	}
+	if node == cl.Node() {
+		s.replaced(connID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	b, _ := json.Marshal(message{Kind: msgReplace, From: cl.Node(), Session: id, Conn: connID})
+	if _, err := cl.Send(ctx, node, b); err != nil {
+		s.log.Error("close the replaced connection", "session", id, "conn", ref, "err", err)
+	}
+}
+
+// attachRemote registers a connection of another server as a member of a
+// session this server holds (msgAttach): a follow, under the cap, or a
+// plain resume, which replaces every other member.
+func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
+	sess := s.lookup(m.Session)
+	if sess == nil {
+		return nil, true
+	}
+	ref := m.From + "/" + m.Conn
+	sess.mu.Lock()
+	if sess.closed {
+		sess.mu.Unlock()
+		return nil, true
+	}
+	var gone []*member
+	if m.Follow {
+		if e := sess.followLimitLocked(); e != nil && sess.memberLocked(ref) == nil {
+			sess.mu.Unlock()
+			return e, false
+		}
+	} else {
+		gone = sess.replaceAllLocked(ref)
+	}
+	if sess.memberLocked(ref) == nil {
+		sess.claimGhostLocked(m.Seq)
+		sess.members = append(sess.members, &member{ref: ref})
+	}
+	sess.detachedAt.Store(0)
+	sess.mu.Unlock()
+	s.closeReplaced(sess.id, gone)
+	return nil, false
+}
+
+// detachRemote forgets a member on another server that left (msgDetach).
+func (s *Server) detachRemote(m message) {
+	sess := s.lookup(m.Session)
+	if sess == nil {
+		return
+	}
+	sess.detach(m.From + "/" + m.Conn)
+	s.keepAttached(sess)
+}
+
+// keepAttached records one of the session's remaining members as its
+// connection in the store after another left, which may have marked the
+// session detached there: a session stays while anyone follows it.
+func (s *Server) keepAttached(sess *session) {
+	cl := s.opts.Cluster
+	if cl == nil {
+		return
+	}
+	sess.mu.Lock()
+	ref := ""
+	if len(sess.members) > 0 {
+		m := sess.members[0]
+		ref = m.ref
+		if m.c != nil {
+			ref = s.connRef(m.c)
+		}
+	}
+	sess.mu.Unlock()
+	if ref == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	if _, err := cl.Attach(ctx, sess.id, ref); err != nil {
+		s.log.Error("record the session's connection", "session", sess.id, "err", err)
+	}
+}
+
+// registerRemote tells the owner of c's session that c attached here, as a
+// follower when follow is set, resuming from lastSeq. The owner's refusal
+// (the cap) is the answer to a follow, which waits for it; a plain resume,
+// which no cap refuses, does not wait (a resume proxied to a slow owner is
+// not made slower).
+func (c *conn) registerRemote(follow bool, lastSeq uint64) *wsproto.Error {
+	s, cl := c.srv, c.srv.opts.Cluster
+	if !follow {
+		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+		defer cancel()
+		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id, Seq: lastSeq})
+		if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
+			s.log.Warn("tell the session's owner a connection attached", "session", c.remote.id, "err", err)
+		}
+		return nil
+	}
+	id := s.nextMsg.Add(1)
+	reply := make(chan message, 1)
+	s.mu.Lock()
+	s.replies[id] = reply
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.replies, id)
+		s.mu.Unlock()
+	}()
+	e, _, ok, _ := c.exchange(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id,
+		Conn: c.id, ID: id, Follow: follow, Seq: lastSeq}, reply)
+	if !ok {
+		// The owner did not answer (it may be dying): the attach stands
+		// without it; its acks register the connection wherever the
+		// session lives by then.
+		return nil
+	}
+	return e
+}
+
+// unregisterRemote tells the owner of c's session that c left.
+func (c *conn) unregisterRemote() {
+	s, cl := c.srv, c.srv.opts.Cluster
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	b, _ := json.Marshal(message{Kind: msgDetach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
+	if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
+		s.log.Warn("tell the session's owner a connection left", "session", c.remote.id, "err", err)
+	}
+}
+
+// dropDeadFollowers forgets the members of sessions here that are on
+// servers no longer alive: their connections ended with their server,
+// which could not say so (msgDetach), and they would otherwise hold the
+// ring back and keep the session from expiring for ever.
+func (s *Server) dropDeadFollowers(ctx context.Context) {
+	cl := s.opts.Cluster
+	s.mu.Lock()
+	sessions := s.sessionList()
+	s.mu.Unlock()
+	alive := map[string]bool{cl.Node(): true}
+	for _, sess := range sessions {
+		sess.mu.Lock()
+		var nodes []string
+		for _, m := range sess.members {
+			if node, _, ok := strings.Cut(m.ref, "/"); ok && m.c == nil {
+				nodes = append(nodes, node)
+			}
+		}
+		sess.mu.Unlock()
+		var dead []string
+		for _, node := range nodes {
+			ok, known := alive[node]
+			if !known {
+				up, err := cl.Alive(ctx, node)
+				if err != nil {
+					return // the store does not answer: try at the next turn
+				}
+				alive[node], ok = up, up
+			}
+			if !ok {
+				dead = append(dead, node)
+			}
+		}
+		if len(dead) == 0 {
+			continue
+		}
+		sess.mu.Lock()
+		for _, m := range slices.Clone(sess.members) {
+			if node, _, _ := strings.Cut(m.ref, "/"); m.c == nil && slices.Contains(dead, node) {
+				sess.removeLocked(m.ref, false) // its server died with it
+			}
+		}
+		if len(sess.members) == 0 && sess.detachedAt.Load() == 0 {
+			sess.detachedAt.Store(time.Now().UnixNano())
+		}
+		sess.mu.Unlock()
+	}
+}
