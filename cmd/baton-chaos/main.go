@@ -80,6 +80,7 @@ type config struct {
 	quiet    bool
 	giveUp   time.Duration // the nodes' --redis-give-up
 	leaseTTL time.Duration // the nodes' --lease-ttl
+	replicas int           // the nodes' --redis-replicas, with --sentinel
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -102,6 +103,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the directory of logs, Redis data and the tool ledger (kept anyway on failure)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress or fault lines")
 	fs.DurationVar(&c.giveUp, "redis-give-up", 2*time.Second, "the nodes' --redis-give-up: short, so a stall makes a node give sessions up and a resume adopt them (0: the node's default)")
+	fs.IntVar(&c.replicas, "redis-replicas", 2, "with --sentinel, the nodes' --redis-replicas: 2, both replicas, closes the window in which a demoted master still takes writes its one remaining replica acknowledges (0: the node's default, 1)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl: a stall or partition longer lets another node take a node's runs over (0: the node's default, 3s)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -109,8 +111,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.nodes < 2 || c.nodes > 3 {
 		return c, errors.New("--nodes must be 2 or 3")
 	}
-	if c.clients < 1 || c.duration <= 0 || c.settle <= 0 || c.every <= 0 || c.dropRate < 0 || c.giveUp < 0 || c.leaseTTL < 0 {
-		return c, errors.New("--clients must be at least 1; --duration, --settle and --fault-every above 0; --drop-rate, --redis-give-up and --lease-ttl not negative")
+	if c.clients < 1 || c.duration <= 0 || c.settle <= 0 || c.every <= 0 || c.dropRate < 0 || c.giveUp < 0 || c.leaseTTL < 0 || c.replicas < 0 {
+		return c, errors.New("--clients must be at least 1; --duration, --settle and --fault-every above 0; --drop-rate, --redis-give-up, --lease-ttl and --redis-replicas not negative")
 	}
 	var err error
 	switch {
@@ -318,6 +320,9 @@ func newNode(i int, dir, bin string, rs *redisSet, cfg config, mcp []string) (*n
 	}
 	if cfg.leaseTTL > 0 {
 		n.args = append(n.args, "--lease-ttl", cfg.leaseTTL.String())
+	}
+	if cfg.sentinel && cfg.replicas > 0 {
+		n.args = append(n.args, "--redis-replicas", strconv.Itoa(cfg.replicas))
 	}
 	return n, nil
 }
