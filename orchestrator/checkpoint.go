@@ -34,6 +34,8 @@ type checkpoint struct {
 	Seq   uint64            `json:"seq"`
 	Phase string            `json:"phase"`
 	Run   *wsproto.RunState `json:"run"`
+	// History is the session's finished runs (wsproto.State.History).
+	History []wsproto.HistoryEntry `json:"history,omitempty"`
 	// Exec is the run in flight, nil when there is none.
 	Exec *runCheckpoint `json:"exec,omitempty"`
 }
@@ -227,7 +229,7 @@ func (sess *session) changedLocked() {
 }
 
 func (sess *session) checkpointLocked() {
-	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run}
+	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run, History: sess.state.History}
 	if r := sess.run; r != nil && r.cp != nil && !r.cp.ended {
 		cp.Exec = r.cp
 	}

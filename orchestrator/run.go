@@ -27,6 +27,10 @@ type run struct {
 	adaptive bool // the decide step runs after each task (§11)
 	started  time.Time
 	usage    wsproto.Usage // planning's tokens; only the run's goroutine touches it
+	// prior is the conversation before this run that its models see: the
+	// session's history within Options.HistoryBudget (history.go). Set
+	// before the run's goroutine starts.
+	prior []wsproto.HistoryEntry
 	// summary is the confirmed plan's, and confirmed says the user
 	// confirmed it (a user.message run: adjustments are confirmed too).
 	// Set before solving starts; read by the decide step.
@@ -105,6 +109,7 @@ func (sess *session) startRun(request string, tasks []wsproto.Task, adaptive boo
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now(),
 		adaptive: adaptive || sess.srv.opts.Adaptive}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
+	r.prior = sess.priorLocked()
 	sess.run = r
 	sess.runStartedLocked(r, tasks)
 	r.logStart(tasks)
@@ -220,6 +225,7 @@ func (r *run) finish(event, content string, meta any) {
 }
 
 func (r *run) finishLocked(event, content string, meta any) {
+	r.stampEndLocked(meta)
 	if event != "" {
 		r.sess.emitLocked(event, "", content, meta)
 	}
@@ -267,7 +273,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 	r.emit(wsproto.EventPlanStart, content, start)
 	delays := opts.retryPolicy().Backoff()
 	step := 0
-	req := planner.Request{Text: r.request, Rejected: rejected}
+	req := planner.Request{Text: r.request, Rejected: rejected, History: r.prior}
 	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
 		began := time.Now()
@@ -452,6 +458,7 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 		TaskTimeout: opts.TaskTimeout,
 		Request:     r.request,
 		PlanSummary: summary,
+		History:     r.prior,
 		Adaptive:    r.adaptive,
 		MaxTasks:    opts.MaxTasks,
 		Loop:        opts.Loop,
@@ -503,7 +510,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
-	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks)),
+	in := aggregator.Input{Request: r.request, History: r.prior, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks)),
 		MaxAnswerBytes: r.sess.srv.opts.MaxResultBytes}
 	for i, t := range report.Tasks {
 		in.Tasks[i] = aggregator.TaskOutcome{Task: t.Task, Status: t.Status,

@@ -109,6 +109,7 @@ func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*ses
 		owner:     ownerKey(subject, addr),
 		srv:       s,
 		confirms:  make(map[string]*confirm),
+		state:     wsproto.State{HistoryLimit: s.opts.HistoryRuns},
 	}
 	if !s.reserve(sess) {
 		return s.provisional(sess), token, nil
@@ -212,6 +213,7 @@ func (sess *session) attachFresh(c *conn, token string) {
 		SessionID:      sess.id,
 		ResumeToken:    token,
 		BufferCapacity: sess.ring.Cap(),
+		HistoryLimit:   sess.state.HistoryLimit,
 	}))
 	sess.drainIdleLocked()
 }
@@ -515,6 +517,7 @@ type resumeAnswer struct {
 	last     uint64 // the latest seq the client will have
 	lastSum  string
 	capacity int
+	history  int // the session's history limit (system.connected's history_limit)
 	entries  []buffer.Entry // the replay, or nil with snap
 	replayed int
 	resync   bool
@@ -530,7 +533,7 @@ type resumeAnswer struct {
 // taking over would not have. st is the state the ring's events amount to;
 // it is read only on a resync. Called under the lock that guards ring and st.
 func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable, st *wsproto.State, req *wsproto.Reconnect) (resumeAnswer, error) {
-	a := resumeAnswer{capacity: ring.Cap()}
+	a := resumeAnswer{capacity: ring.Cap(), history: st.HistoryLimit}
 	var err error
 	if a.last, a.lastSum, err = ring.Last(ctx); err != nil {
 		return a, err
@@ -589,6 +592,7 @@ func (a *resumeAnswer) frames(log *slog.Logger, sessionID, token string) [][]byt
 		LastSeq:        a.last,
 		StateChecksum:  a.lastSum,
 		BufferCapacity: a.capacity,
+		HistoryLimit:   a.history,
 		Replayed:       &n,
 		Resync:         a.resync,
 	}))
