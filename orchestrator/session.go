@@ -517,7 +517,7 @@ type resumeAnswer struct {
 	last     uint64 // the latest seq the client will have
 	lastSum  string
 	capacity int
-	history  int // the session's history limit (system.connected's history_limit)
+	history  int            // the session's history limit (system.connected's history_limit)
 	entries  []buffer.Entry // the replay, or nil with snap
 	replayed int
 	resync   bool
