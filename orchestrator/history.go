@@ -35,6 +35,9 @@ const (
 // served by fewer runs than by a cut answer). The current request is not
 // in history and is never elided. A budget ≤ 0 keeps nothing.
 func fitHistory(history []wsproto.HistoryEntry, budget int) []wsproto.HistoryEntry {
+	if budget <= 0 {
+		return nil
+	}
 	used, from := 0, len(history)
 	for from > 0 {
 		e := history[from-1]
