@@ -14,7 +14,9 @@ import (
 // snapshot carries the history and Load takes it back.
 func TestStateHistory(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	start := func(id, req string) (string, any) { return wsproto.EventPlanStart, &wsproto.PlanStart{RunID: id, Request: req} }
+	start := func(id, req string) (string, any) {
+		return wsproto.EventPlanStart, &wsproto.PlanStart{RunID: id, Request: req}
+	}
 	answer := func(id, req, status string) (string, any) {
 		return wsproto.EventFinalAnswer, &wsproto.FinalAnswer{RunID: id, Content: "answer to " + req, Request: req, Status: status, EndedAt: at}
 	}
