@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -182,6 +183,13 @@ type durable struct {
 	// waiters wait for seqs to be durable (journal.go's Settled), until
 	// deliver says they are.
 	waiters []durableWaiter
+
+	// history is the encoding of the session's history as of the entry
+	// historyLast (the newest entry's run, "" for none): the history
+	// changes only when a run ends, and every checkpoint carries it, so it
+	// is encoded once per change, not at every transition.
+	history     []byte
+	historyLast string
 }
 
 // newDurable returns the link to ring when it is durable, else nil.
@@ -229,16 +237,42 @@ func (sess *session) changedLocked() {
 }
 
 func (sess *session) checkpointLocked() {
-	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run, History: sess.state.History}
+	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run}
 	if r := sess.run; r != nil && r.cp != nil && !r.cp.ended {
 		cp.Exec = r.cp
 	}
 	b, err := json.Marshal(&cp)
+	if err == nil {
+		b, err = sess.dur.appendHistory(b, sess.state.History)
+	}
 	if err != nil {
 		sess.srv.log.Error("encode checkpoint", "session", sess.id, "err", err)
 		return
 	}
 	sess.dur.ring.Checkpoint(b)
+}
+
+// appendHistory adds "history" to a checkpoint's encoding (an object,
+// encoded without it): the cached encoding of history, made again only
+// when a run's end has changed it. Entries are only ever appended (and the
+// oldest dropped), and run ids are unique, so the newest entry's run names
+// the history's state.
+func (d *durable) appendHistory(b []byte, history []wsproto.HistoryEntry) ([]byte, error) {
+	if len(history) == 0 {
+		return b, nil
+	}
+	if last := history[len(history)-1].RunID; d.history == nil || last != d.historyLast {
+		h, err := json.Marshal(history)
+		if err != nil {
+			return nil, fmt.Errorf("encode history: %w", err)
+		}
+		d.history, d.historyLast = h, last
+	}
+	const key = `,"history":`
+	out := make([]byte, 0, len(b)+len(key)+len(d.history))
+	out = append(append(out, b[:len(b)-1]...), key...) // b ends with the object's '}'
+	out = append(out, d.history...)
+	return append(out, '}'), nil
 }
 
 // apply folds an event of the run into its record.
