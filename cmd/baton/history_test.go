@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -117,6 +118,9 @@ func TestConversation(t *testing.T) {
 		t.Errorf("history_limit %d, want the default 10", hello.HistoryLimit)
 	}
 	checkHistory(t, "the snapshot after a reload", snap.History, conversation, answers)
+	if b, err := json.Marshal(snap.History); err == nil { // what history costs a snapshot, for docs/protocol.md
+		t.Logf("the snapshot's history: %d bytes for %d runs", len(b), len(snap.History))
+	}
 }
 
 // TestConversationBounds: --history-runs bounds the history the
