@@ -37,6 +37,11 @@ func TestUIConversation(t *testing.T) {
 	p.do(chromedp.Reload())
 	p.waitConnected()
 	p.waitThread(requests[:2]) // from the replay, or the snapshot's history
+	// The stored state the page starts from may be of before the run
+	// ended: the new conversation waits for the resume to bring it up to
+	// date (the button is disabled while a run is on).
+	p.waitAnswerOf(requests[2])
+	p.waitFor("the new conversation button", `!document.querySelector('[data-testid=new-conversation]').disabled`)
 	var again string
 	p.eval(`window.batonClient.sessionId`, &again)
 	if again != session {
