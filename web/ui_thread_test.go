@@ -48,7 +48,11 @@ func TestUIConversation(t *testing.T) {
 		t.Fatalf("after the reload the page holds session %s, want %s", again, session)
 	}
 
-	p.click("new-conversation")
+	// Clicked from the page's script: the answer's arrival scrolls the page
+	// smoothly to it, and a click at the button's coordinates during that
+	// scroll can land elsewhere.
+	var clicked bool
+	p.eval(`(() => { document.querySelector('[data-testid=new-conversation]').click(); return true })()`, &clicked)
 	p.waitFor("a new session", fmt.Sprintf(`window.batonClient.sessionId !== "" && window.batonClient.sessionId !== %q &&
 		window.batonClient.connection === "CONNECTED"`, session))
 	p.waitThread(nil)
