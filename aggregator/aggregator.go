@@ -18,7 +18,10 @@ import (
 
 // Input is what an aggregator works from.
 type Input struct {
-	Request     string
+	Request string
+	// History is the session's conversation before this run, oldest
+	// first, within the server's history budget.
+	History     []wsproto.HistoryEntry
 	PlanSummary string
 	Tasks       []TaskOutcome
 	// MaxAnswerBytes is the most of the answer the run keeps (Baton's
@@ -64,7 +67,8 @@ type Sim struct {
 var _ Aggregator = (*Sim)(nil)
 
 // Aggregate implements Aggregator: one streamed line per task, then an
-// answer built from the completed tasks' results — no further than a line
+// answer that quotes the conversation's earlier requests (sim.Earlier),
+// built from the completed tasks' results — no further than a line
 // past MaxAnswerBytes, the whole length then in AnswerBytes.
 func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Output, error) {
 	topic := sim.Topic(in.Request, 80)
@@ -100,7 +104,7 @@ func (a *Sim) Aggregate(ctx context.Context, in Input, stream func(string)) (Out
 	summary := fmt.Sprintf("%d of %d tasks completed for %s.", done, len(in.Tasks), quote(topic))
 	out := Output{
 		Summary: summary,
-		Answer:  fmt.Sprintf("Answer to %s:\n%s", quote(topic), answer.String()),
+		Answer:  fmt.Sprintf("Answer to %s%s:\n%s", quote(topic), sim.Earlier(in.History), answer.String()),
 	}
 	if answer.Len() < total {
 		out.AnswerBytes = len(out.Answer) - answer.Len() + total

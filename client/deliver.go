@@ -97,7 +97,7 @@ func (c *Client) deliverOf(f Frame, session string) {
 			c.violation("snapshot at seq %d: state_checksum: %v", s.Seq, err)
 		}
 		if !c.opts.SkipState {
-			c.state = wsproto.State{Phase: s.Phase, Run: s.Run}
+			c.state.Load(s)
 		}
 		clear(c.expectSum)
 		// An answer whose confirmation the server no longer has open
@@ -112,6 +112,11 @@ func (c *Client) deliverOf(f Frame, session string) {
 			}
 		}
 		maps.DeleteFunc(c.answers, func(id string, _ []byte) bool { return !pending[id] })
+	case f.Event == wsproto.EventConnected:
+		var m wsproto.Connected
+		if json.Unmarshal(f.Metadata, &m) == nil && !c.opts.SkipState {
+			c.state.SetHistoryLimit(m.HistoryLimit)
+		}
 	case f.Event == wsproto.EventError:
 		if c.resent > 0 && resentReply(f) {
 			c.resent--

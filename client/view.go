@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/baton-run/baton/wsproto"
 )
@@ -54,7 +55,10 @@ type View struct {
 	Checksum    string
 	Phase       string
 	Run         *wsproto.RunState // a copy
-	Stats       Stats
+	// History is the session's finished runs, oldest first (§6), from the
+	// snapshot and each run's end event; a copy.
+	History []wsproto.HistoryEntry
+	Stats   Stats
 }
 
 // View returns the client's current view.
@@ -68,7 +72,7 @@ func (c *Client) viewLocked() View {
 	s := c.stats
 	s.Violations = append([]string(nil), s.Violations...)
 	return View{SessionID: c.sessionID, ResumeToken: c.token, FollowToken: c.follow, LastSeq: c.lastSeq, Checksum: c.checksum.String(),
-		Phase: c.state.Snapshot(0, "").Phase, Run: copyRun(c.state.Run), Stats: s}
+		Phase: c.state.Snapshot(0, "").Phase, Run: copyRun(c.state.Run), History: slices.Clone(c.state.History), Stats: s}
 }
 
 func copyRun(r *wsproto.RunState) *wsproto.RunState {

@@ -467,3 +467,42 @@ func TestPlanSummaryFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestEarlierRunsAsTurns: the session's earlier runs go to the planner and
+// the aggregator as the user and assistant turns they were, oldest first,
+// between the system prompt and this run's request.
+func TestEarlierRunsAsTurns(t *testing.T) {
+	history := []wsproto.HistoryEntry{
+		{RunID: "r1", Request: "Plan a weekend in Lisbon", Answer: "Go to Belém.", Status: wsproto.StatusSucceeded},
+		{RunID: "r2", Request: "Now make it cheaper", Status: wsproto.StatusCancelled},
+	}
+	want := []string{"user: Plan a weekend in Lisbon", "assistant: Go to Belém.",
+		"user: Now make it cheaper", "assistant: (this run ended without an answer: cancelled)"}
+	check := func(t *testing.T, req chatRequest, last string) {
+		t.Helper()
+		var got []string
+		for _, m := range req.Messages {
+			got = append(got, m.Role+": "+m.Content)
+		}
+		if len(got) != 6 || req.Messages[0].Role != "system" || !slices.Equal(got[1:5], want) ||
+			req.Messages[5].Role != "user" || !strings.Contains(req.Messages[5].Content, last) {
+			t.Errorf("messages %q: want the system prompt, %q, then the request", got, want)
+		}
+	}
+	t.Run("plan", func(t *testing.T) {
+		f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) { stream(w, split(planJSON, 11)...) })
+		if _, err := f.client(t).Plan(t.Context(), planner.Request{Text: "And add a day trip", Attempt: 1, History: history}, func(string) {}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, f.seen()[0], "And add a day trip")
+	})
+	t.Run("aggregate", func(t *testing.T) {
+		f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ chatRequest) { stream(w, "done") })
+		_, err := f.client(t).Aggregate(t.Context(), aggregator.Input{Request: "And add a day trip", History: history,
+			Tasks: []aggregator.TaskOutcome{{Task: wsproto.Task{ID: "a", Title: "A"}, Status: "completed", Result: "ra"}}}, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, f.seen()[0], "And add a day trip")
+	})
+}

@@ -56,10 +56,9 @@ var titleField = regexp.MustCompile(`"title"\s*:\s*"((?:[^"\\]|\\.)*)"`)
 // for plain JSON from then on. Each task title that appears in the stream
 // is a planning step. An unparseable reply is a validation error.
 func (c *Client) Plan(ctx context.Context, req planner.Request, step func(string)) (planner.Plan, error) {
-	msgs := []goopenai.ChatCompletionMessage{
-		{Role: goopenai.ChatMessageRoleSystem, Content: planSystem},
-		{Role: goopenai.ChatMessageRoleUser, Content: req.Text},
-	}
+	msgs := append(append([]goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleSystem, Content: planSystem}},
+		priorTurns(req.History)...),
+		goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: req.Text})
 	// The plans the user sent back, as the conversation they were: the
 	// plan the model proposed, then the user's feedback on it.
 	for _, rj := range req.Rejected {

@@ -89,13 +89,31 @@ func (c *Client) Aggregate(ctx context.Context, in aggregator.Input, stream func
 		b.WriteString("\n\n")
 	}
 	co := &coalescer{interval: c.cfg.ProgressInterval, now: c.now, emit: stream}
-	out, err := c.stream(ctx, c.request([]goopenai.ChatCompletionMessage{
-		{Role: goopenai.ChatMessageRoleSystem, Content: aggregateSystem},
-		{Role: goopenai.ChatMessageRoleUser, Content: b.String()},
-	}), 0, co.add)
+	msgs := append(append([]goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleSystem, Content: aggregateSystem}},
+		priorTurns(in.History)...),
+		goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: b.String()})
+	out, err := c.stream(ctx, c.request(msgs), 0, co.add)
 	if err != nil {
 		return aggregator.Output{}, err
 	}
 	co.flush()
 	return aggregator.Output{Summary: out.text, Answer: out.text, Usage: out.usage}, nil
+}
+
+// priorTurns are the session's earlier runs as the conversation they were:
+// each request a user turn, its answer an assistant turn (a run that gave
+// none says how it ended), between the system prompt and this run's
+// request. The agent loop's turns come the same way, from the solver.
+func priorTurns(history []wsproto.HistoryEntry) []goopenai.ChatCompletionMessage {
+	out := make([]goopenai.ChatCompletionMessage, 0, 2*len(history))
+	for _, h := range history {
+		answer := h.Answer
+		if answer == "" {
+			answer = "(this run ended without an answer: " + h.Status + ")"
+		}
+		out = append(out,
+			goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleUser, Content: h.Request},
+			goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant, Content: answer})
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/buffer"
@@ -83,6 +84,44 @@ func BenchmarkEmitCheckpointed(b *testing.B) {
 			for i := range sess.state.Run.Tasks {
 				sess.state.Run.Tasks[i].Status, sess.state.Run.Tasks[i].Result = wsproto.TaskCompleted, strings.Repeat("r", 1024)
 			}
+			sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving}}
+			meta := &wsproto.TodoItemProgress{RunID: runID, TaskID: "t1", Version: 1,
+				Item: wsproto.TodoItem{ID: "1", Content: "Gather material", Status: wsproto.TodoStatusInProgress, ToolCalls: 1}}
+			b.ReportAllocs()
+			for b.Loop() {
+				meta.Version++
+				sess.emit(wsproto.EventTodoItemProgress, "", "Gather material: in_progress", meta)
+			}
+			b.ReportMetric(float64(ring.bytes), "checkpoint-bytes")
+		})
+	}
+}
+
+// BenchmarkCheckpointHistory is BenchmarkEmitCheckpointed's 1-task state
+// with a conversation behind it: the session's history, which every
+// checkpoint carries, at 0, 1 and 10 (--history-runs) finished runs of
+// a request and a 400-byte answer, the size of the simulated model's.
+func BenchmarkCheckpointHistory(b *testing.B) {
+	for _, n := range []int{0, 1, 10} {
+		b.Run(fmt.Sprintf("runs=%d", n), func(b *testing.B) {
+			var ring *nopDurable
+			srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
+				&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: benchObserver, NewRing: func(n int) buffer.Ring {
+					ring = &nopDurable{Memory: buffer.NewMemory(n)}
+					return ring
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close(b.Context())
+			sess, _, _ := srv.newSession(context.Background(), "")
+			for i := range n {
+				sess.state.History = append(sess.state.History, wsproto.HistoryEntry{RunID: fmt.Sprintf("run_%d", i),
+					Request: "Plan a weekend in Lisbon", Answer: strings.Repeat("a", 400), Status: wsproto.StatusSucceeded, EndedAt: time.Now()})
+			}
+			const runID = "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77"
+			sess.state.BeginSolving(runID, "Plan a garden", []wsproto.Task{{ID: "t1", Title: "Research the background", DependsOn: []string{}}})
+			sess.state.Run.Tasks[0].Status, sess.state.Run.Tasks[0].Result = wsproto.TaskCompleted, strings.Repeat("r", 1024)
 			sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving}}
 			meta := &wsproto.TodoItemProgress{RunID: runID, TaskID: "t1", Version: 1,
 				Item: wsproto.TodoItem{ID: "1", Content: "Gather material", Status: wsproto.TodoStatusInProgress, ToolCalls: 1}}

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -34,6 +35,8 @@ type checkpoint struct {
 	Seq   uint64            `json:"seq"`
 	Phase string            `json:"phase"`
 	Run   *wsproto.RunState `json:"run"`
+	// History is the session's finished runs (wsproto.State.History).
+	History []wsproto.HistoryEntry `json:"history,omitempty"`
 	// Exec is the run in flight, nil when there is none.
 	Exec *runCheckpoint `json:"exec,omitempty"`
 }
@@ -182,6 +185,13 @@ type durable struct {
 	// waiters wait for seqs to be durable (journal.go's Settled), until
 	// deliver says they are.
 	waiters []durableWaiter
+
+	// history is the encoding of the session's history as of the entry
+	// historyLast (the newest entry's run, "" for none): the history
+	// changes only when a run ends, and every checkpoint carries it, so it
+	// is encoded once per change, not at every transition.
+	history     []byte
+	historyLast string
 }
 
 // newDurable returns the link to ring when it is durable, else nil.
@@ -234,11 +244,37 @@ func (sess *session) checkpointLocked() {
 		cp.Exec = r.cp
 	}
 	b, err := json.Marshal(&cp)
+	if err == nil {
+		b, err = sess.dur.appendHistory(b, sess.state.History)
+	}
 	if err != nil {
 		sess.srv.log.Error("encode checkpoint", "session", sess.id, "err", err)
 		return
 	}
 	sess.dur.ring.Checkpoint(b)
+}
+
+// appendHistory adds "history" to a checkpoint's encoding (an object,
+// encoded without it): the cached encoding of history, made again only
+// when a run's end has changed it. Entries are only ever appended (and the
+// oldest dropped), and run ids are unique, so the newest entry's run names
+// the history's state.
+func (d *durable) appendHistory(b []byte, history []wsproto.HistoryEntry) ([]byte, error) {
+	if len(history) == 0 {
+		return b, nil
+	}
+	if last := history[len(history)-1].RunID; d.history == nil || last != d.historyLast {
+		h, err := json.Marshal(history)
+		if err != nil {
+			return nil, fmt.Errorf("encode history: %w", err)
+		}
+		d.history, d.historyLast = h, last
+	}
+	const key = `,"history":`
+	out := make([]byte, 0, len(b)+len(key)+len(d.history))
+	out = append(append(out, b[:len(b)-1]...), key...) // b ends with the object's '}'
+	out = append(out, d.history...)
+	return append(out, '}'), nil
 }
 
 // apply folds an event of the run into its record.

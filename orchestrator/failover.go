@@ -259,15 +259,15 @@ func (r *run) endStored() bool {
 
 // stateOf is the client-visible state of a session loaded from the store:
 // its checkpoint's, with the events after it folded in.
-func stateOf(ctx context.Context, op Opened) (wsproto.State, error) {
-	var st wsproto.State
+func stateOf(ctx context.Context, op Opened, historyRuns int) (wsproto.State, error) {
+	st := wsproto.State{HistoryLimit: historyRuns}
 	after := op.CheckpointSeq
 	if op.Checkpoint != nil {
 		var cp checkpoint
 		if err := json.Unmarshal(op.Checkpoint, &cp); err != nil {
 			return st, fmt.Errorf("decode checkpoint: %w", err)
 		}
-		st = wsproto.State{Phase: cp.Phase, Run: cp.Run}
+		st = wsproto.State{Phase: cp.Phase, Run: cp.Run, History: cp.History, HistoryLimit: historyRuns}
 		after = cp.Seq
 	}
 	// Acks and eviction may have dropped events after the checkpoint:

@@ -153,7 +153,7 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		return errStore
 	}
 	defer closeRing(op.Ring, s)
-	st, err := stateOf(ctx, op)
+	st, err := stateOf(ctx, op, s.opts.HistoryRuns)
 	if err != nil {
 		s.log.Error("resume: read the session's state", "session", req.SessionID, "err", err)
 		return errStore

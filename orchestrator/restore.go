@@ -73,7 +73,7 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 	if cp.Version != checkpointVersion {
 		return nil, fmt.Errorf("restore session %s: version %d: %w", id, cp.Version, ErrCheckpointVersion)
 	}
-	state := wsproto.State{Phase: cp.Phase, Run: cp.Run}
+	state := wsproto.State{Phase: cp.Phase, Run: cp.Run, History: cp.History, HistoryLimit: s.opts.HistoryRuns}
 	for _, e := range tail {
 		if e.Seq <= cp.Seq {
 			continue
@@ -183,7 +183,7 @@ type restoredRun struct {
 // restoreRun rebuilds the run x records, with its confirmations open
 // again. Called before the session is visible to anyone.
 func (sess *session) restoreRun(x *runCheckpoint) *run {
-	r := &run{id: x.ID, sess: sess, request: x.Request, adaptive: x.Adaptive, chat: x.Chat, started: x.Started,
+	r := &run{id: x.ID, sess: sess, request: x.Request, adaptive: x.Adaptive, chat: x.Chat, started: x.Started, prior: sess.priorLocked(),
 		usage: x.PlanUsage, summary: x.Summary, confirmed: x.Confirmed}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
 	if sess.dur != nil {

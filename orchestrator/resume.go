@@ -192,6 +192,7 @@ type resumeAnswer struct {
 	last     uint64 // the latest seq the client will have
 	lastSum  string
 	capacity int
+	history  int            // the session's history limit (system.connected's history_limit)
 	entries  []buffer.Entry // the replay, or nil with snap
 	replayed int
 	resync   bool
@@ -210,7 +211,7 @@ type resumeAnswer struct {
 // taking over would not have. st is the state the ring's events amount to;
 // it is read only on a resync. Called under the lock that guards ring and st.
 func answerResume(ctx context.Context, ring buffer.Ring, durable buffer.Durable, st *wsproto.State, req *wsproto.Reconnect) (resumeAnswer, error) {
-	a := resumeAnswer{capacity: ring.Cap()}
+	a := resumeAnswer{capacity: ring.Cap(), history: st.HistoryLimit}
 	var err error
 	if a.last, a.lastSum, err = ring.Last(ctx); err != nil {
 		return a, err
@@ -269,6 +270,7 @@ func (a *resumeAnswer) frames(log *slog.Logger, sessionID, token string) [][]byt
 		LastSeq:        a.last,
 		StateChecksum:  a.lastSum,
 		BufferCapacity: a.capacity,
+		HistoryLimit:   a.history,
 		Replayed:       &n,
 		Resync:         a.resync,
 		FollowToken:    a.followToken,

@@ -28,6 +28,10 @@ type run struct {
 	chat     bool // a chat run: one task, the request, answered directly (chat.go)
 	started  time.Time
 	usage    wsproto.Usage // planning's tokens; only the run's goroutine touches it
+	// prior is the conversation before this run that its models see: the
+	// session's history within Options.HistoryBudget (history.go). Set
+	// before the run's goroutine starts.
+	prior []wsproto.HistoryEntry
 	// summary is the confirmed plan's, and confirmed says the user
 	// confirmed it (a user.message run: adjustments are confirmed too).
 	// Set before solving starts; read by the decide step.
@@ -117,6 +121,7 @@ func (sess *session) start(request string, tasks []wsproto.Task, adaptive, chat 
 	r := &run{id: "run_" + uuid.NewString(), sess: sess, request: request, started: time.Now(),
 		adaptive: !chat && (adaptive || sess.srv.opts.Adaptive), chat: chat}
 	r.ctx, r.cancel = context.WithCancelCause(sess.srv.ctx)
+	r.prior = sess.priorLocked()
 	sess.run = r
 	sess.runStartedLocked(r, tasks)
 	r.logStart(tasks)
@@ -232,6 +237,7 @@ func (r *run) finish(event, content string, meta any) {
 }
 
 func (r *run) finishLocked(event, content string, meta any) {
+	r.stampEndLocked(meta)
 	if event != "" {
 		r.sess.emitLocked(event, "", content, meta)
 	}
@@ -279,7 +285,7 @@ func (r *run) plan(rejected []planner.Rejection, made int) (planner.Plan, bool) 
 	r.emit(wsproto.EventPlanStart, content, start)
 	delays := opts.retryPolicy().Backoff()
 	step := 0
-	req := planner.Request{Text: r.request, Rejected: rejected}
+	req := planner.Request{Text: r.request, Rejected: rejected, History: r.prior}
 	for retry := made; ; retry++ {
 		req.Attempt = retry + 1
 		began := time.Now()
@@ -464,6 +470,7 @@ func (r *run) solve(tasks []wsproto.Task, summary string, from *solver.Resume) (
 		TaskTimeout: opts.TaskTimeout,
 		Request:     r.request,
 		PlanSummary: summary,
+		History:     r.prior,
 		Adaptive:    r.adaptive,
 		Chat:        r.chat,
 		MaxTasks:    opts.MaxTasks,
@@ -516,7 +523,7 @@ func (r *run) aggregate(summary string, report solver.Report) {
 	counts := aggregateCounts(r.id, report)
 	r.emit(wsproto.EventAggregateStart, "Aggregating results", &counts)
 
-	in := aggregator.Input{Request: r.request, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks)),
+	in := aggregator.Input{Request: r.request, History: r.prior, PlanSummary: summary, Tasks: make([]aggregator.TaskOutcome, len(report.Tasks)),
 		MaxAnswerBytes: r.sess.srv.opts.MaxResultBytes}
 	for i, t := range report.Tasks {
 		in.Tasks[i] = aggregator.TaskOutcome{Task: t.Task, Status: t.Status,

@@ -111,6 +111,16 @@ type Options struct {
 	// before the state, the ring or a checkpoint holds it. Defaults to
 	// solver.DefaultMaxResultBytes (128 KiB).
 	MaxResultBytes int
+	// HistoryBudget bounds the conversation before a run that its models
+	// see, in bytes of earlier requests and answers: the oldest runs are
+	// left out first, never the current request (history.go). Defaults to
+	// DefaultHistoryBudget (16 KiB); negative: models see no earlier run.
+	HistoryBudget int
+	// HistoryRuns is how many finished runs a session keeps in its
+	// history (the snapshot's and the checkpoint's), oldest dropped first;
+	// each entry's answer is the run's final answer, already within
+	// MaxResultBytes. Defaults to DefaultHistoryRuns (10).
+	HistoryRuns int
 	// Loop tunes each task's agent loop: the tools offered (besides the
 	// built-in todo_write, todo_update and ask_user), rounds, budgets and
 	// the todo tracking thresholds. Its zero value is the solver's
@@ -173,6 +183,10 @@ func (o *Options) withDefaults() Options {
 	def(&c.TaskTimeout, 2*time.Minute)
 	defInt(&c.MaxTasks, 50)
 	defInt(&c.MaxResultBytes, solver.DefaultMaxResultBytes)
+	if c.HistoryBudget == 0 {
+		c.HistoryBudget = DefaultHistoryBudget
+	}
+	defInt(&c.HistoryRuns, DefaultHistoryRuns)
 	if c.ReadLimit <= 0 {
 		c.ReadLimit = 65536
 	}

@@ -117,6 +117,7 @@ func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*ses
 		owner:     ownerKey(subject, addr),
 		srv:       s,
 		confirms:  make(map[string]*confirm),
+		state:     wsproto.State{HistoryLimit: s.opts.HistoryRuns},
 	}
 	if !s.reserve(sess) {
 		return s.provisional(sess), token, "", nil
@@ -224,6 +225,7 @@ func (sess *session) attachFresh(c *conn, token, follow string) {
 		ResumeToken:    token,
 		BufferCapacity: sess.ring.Cap(),
 		FollowToken:    follow,
+		HistoryLimit:   sess.state.HistoryLimit,
 	}))
 	sess.drainIdleLocked()
 }

@@ -42,6 +42,10 @@ type Request struct {
 	// first, each with the user's feedback: the new plan should answer
 	// the last one.
 	Rejected []Rejection
+	// History is the session's conversation before this run, oldest
+	// first: earlier requests and their answers, within the server's
+	// history budget.
+	History []wsproto.HistoryEntry
 }
 
 // Rejection is a plan the user sent back, and why.
@@ -94,7 +98,8 @@ var aspects = []string{
 // Plan implements Planner: 3 to 6 tasks chosen by a hash of the request
 // (and of the user's last feedback, when a plan was sent back); all but
 // the last are independent (one, in larger plans, builds on the first),
-// and the last depends on every other. [sim:plan_fail=<type>*<n>] in the
+// and the last depends on every other. The summary quotes the
+// conversation's earlier requests (sim.Earlier). [sim:plan_fail=<type>*<n>] in the
 // request makes the first n attempts fail with that type.
 func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, error) {
 	request := req.Text
@@ -150,7 +155,7 @@ func (p *Sim) Plan(ctx context.Context, req Request, step func(string)) (Plan, e
 		step(s)
 	}
 	return Plan{
-		Summary: fmt.Sprintf("Plan ready for %q%s", topic, revised),
+		Summary: fmt.Sprintf("Plan ready for %q%s%s", topic, revised, sim.Earlier(req.History)),
 		Tasks:   tasks,
 	}, nil
 }

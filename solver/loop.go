@@ -51,7 +51,8 @@ func decodeArgs(args json.RawMessage, v any) error {
 func (s *scheduler) agent(ctx context.Context, x execution, in Input, progress func(float64, string)) (Result, error) {
 	todo := x.todo
 	specs := append(append([]tool.Spec(nil), builtinSpecs...), s.specs...)
-	msgs := []Message{{Role: RoleSystem}, {Role: RoleUser, Content: taskPrompt(in, s.opts.Loop.MaxContextBytes/4)}}
+	msgs := append(append([]Message{{Role: RoleSystem}}, priorMessages(in.History)...),
+		Message{Role: RoleUser, Content: taskPrompt(in, s.opts.Loop.MaxContextBytes/4)})
 	var usage wsproto.Usage
 	finalRound := false // the todo list was completed: one last round without tools
 	journal := x.journal

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/baton-run/baton/wsproto"
 )
 
 const systemIntro = `You are one worker of a task pipeline: do only your task and reply with its result.
@@ -73,6 +75,23 @@ func systemPrompt(t *Turn) string {
 	return b.String()
 }
 
+// priorMessages are the runs before this one in the session's conversation,
+// as the user and assistant turns they were: each earlier request, then its
+// answer (or what became of a run that gave none). They go between the
+// system prompt and the task, within the history budget the server fitted
+// them to; fit never elides them (it elides only tool results).
+func priorMessages(history []wsproto.HistoryEntry) []Message {
+	out := make([]Message, 0, 2*len(history))
+	for _, h := range history {
+		answer := h.Answer
+		if answer == "" {
+			answer = "(this run ended without an answer: " + h.Status + ")"
+		}
+		out = append(out, Message{Role: RoleUser, Content: h.Request}, Message{Role: RoleAssistant, Content: answer})
+	}
+	return out
+}
+
 // taskPrompt is the conversation's first user message: the request, the
 // plan and the dependencies' results within budget bytes, and the task.
 func taskPrompt(in Input, budget int) string {
@@ -119,8 +138,9 @@ func (m Message) size() int {
 }
 
 // fit returns a copy of msgs within budget bytes: while over it, the oldest
-// tool results are replaced by a short marker. The system prompt and the
-// task (msgs[0] and msgs[1]) are never touched, nor is msgs itself.
+// tool results are replaced by a short marker. The system prompt, the
+// earlier runs and the task (every message before the first tool result)
+// are never touched, nor is msgs itself.
 func fit(msgs []Message, budget int) []Message {
 	total := 0
 	for _, m := range msgs {

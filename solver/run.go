@@ -331,6 +331,7 @@ func (s *scheduler) start(ctx context.Context, i int) {
 	s.stops[i] = stop
 	in := Input{
 		Request:      s.opts.Request,
+		History:      s.opts.History,
 		PlanSummary:  s.opts.PlanSummary,
 		Chat:         s.opts.Chat,
 		Task:         t,

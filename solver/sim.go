@@ -214,11 +214,28 @@ func simTodo(task wsproto.Task) []map[string]string {
 	return items[:2+h.Sum32()%2]
 }
 
-// simAnswer is the task's result: its topic, what it built on, and a quote
-// of every tool result other than the todo tools'.
+// priorRuns counts the earlier runs in a turn's conversation: the user
+// turns before the task's (the last user message that is not a tool's).
+func priorRuns(msgs []Message) int {
+	users := 0
+	for _, m := range msgs {
+		if m.Role == RoleUser {
+			users++
+		}
+	}
+	return max(users-1, 0)
+}
+
+// simAnswer is the task's result: its topic, the earlier runs it was shown
+// (counted from the conversation it got, so tests see them reach the
+// loop), what it built on, and a quote of every tool result other than the
+// todo tools'.
 func simAnswer(t *Turn) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: done", sim.Topic(t.Task.Title, 80))
+	if n := priorRuns(t.Messages); n > 0 {
+		fmt.Fprintf(&b, " (with %d earlier runs in view)", n)
+	}
 	if len(t.Dependencies) > 0 {
 		deps := make([]string, 0, len(t.Dependencies))
 		for id := range t.Dependencies {

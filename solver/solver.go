@@ -31,7 +31,11 @@ type Result struct {
 
 // Input is what a model gets to execute one task.
 type Input struct {
-	Request     string
+	Request string
+	// History is the session's conversation before this run, oldest
+	// first, within the server's history budget; the loop gives it to the
+	// model as earlier user and assistant turns.
+	History     []wsproto.HistoryEntry
 	PlanSummary string
 	// Chat says the task is a chat run's one task (Options.Chat): the
 	// request answered directly, its reply's text streamed to the user as
@@ -134,8 +138,9 @@ type Options struct {
 	// TaskTimeout bounds one execution; an execution that runs longer
 	// fails with a timeout. 0 means no bound.
 	TaskTimeout time.Duration
-	// Request and PlanSummary are passed on to the model.
+	// Request, History and PlanSummary are passed on to the model.
 	Request     string
+	History     []wsproto.HistoryEntry
 	PlanSummary string
 	// Adaptive runs the decide step (Events.Adapt) after each task
 	// completes. Defaults to false.

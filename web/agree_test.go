@@ -32,7 +32,8 @@ func TestJSReducerAgrees(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, 0, &orchestrator.Options{RetryBase: 5 * time.Millisecond, Loop: solver.Loop{Tools: tools}})
+	// Six runs in one session, four kept: the history is cut as the runs go.
+	srv := startServer(t, 0, &orchestrator.Options{RetryBase: 5 * time.Millisecond, Loop: solver.Loop{Tools: tools}, HistoryRuns: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -299,11 +300,12 @@ func foldLog(t *testing.T, log []entry) []json.RawMessage {
 			t.Fatal(err)
 		}
 		var s struct {
-			Phase json.RawMessage `json:"phase"`
-			Run   json.RawMessage `json:"run"`
+			Phase   json.RawMessage `json:"phase"`
+			Run     json.RawMessage `json:"run"`
+			History json.RawMessage `json:"history"`
 		}
 		json.Unmarshal(b, &s)
-		out[i], _ = json.Marshal(map[string]json.RawMessage{"phase": s.Phase, "run": s.Run})
+		out[i], _ = json.Marshal(map[string]json.RawMessage{"phase": s.Phase, "run": s.Run, "history": s.History})
 		if e.Snapshot != nil && !sameJSON(t, out[i], e.Snapshot) {
 			t.Errorf("entry %d: wsproto.State folded as a client differs from the server's snapshot:\nfold:   %s\nserver: %s", i, out[i], e.Snapshot)
 		}
@@ -313,6 +315,11 @@ func foldLog(t *testing.T, log []entry) []json.RawMessage {
 
 func (c *clientFold) in(f wireFrame) error {
 	if f.Seq == 0 {
+		if f.Event == wsproto.EventConnected {
+			var m wsproto.Connected
+			json.Unmarshal(f.Metadata, &m)
+			c.st.SetHistoryLimit(m.HistoryLimit)
+		}
 		if f.Event == wsproto.EventError {
 			var m wsproto.Error
 			json.Unmarshal(f.Metadata, &m)

@@ -199,9 +199,10 @@ func (r *recorder) snapshot() {
 	r.token = f.meta(r.t)["resume_token"].(string) // each resume rotates it
 	f = read()
 	var snap struct {
-		Seq   uint64          `json:"seq"`
-		Phase json.RawMessage `json:"phase"`
-		Run   json.RawMessage `json:"run"`
+		Seq     uint64          `json:"seq"`
+		Phase   json.RawMessage `json:"phase"`
+		Run     json.RawMessage `json:"run"`
+		History json.RawMessage `json:"history"`
 	}
 	if f.Event != wsproto.EventStateSnapshot || json.Unmarshal(f.Metadata, &snap) != nil {
 		r.t.Fatalf("resync: %s %s, want system.state_snapshot", f.Event, f.Metadata)
@@ -209,7 +210,7 @@ func (r *recorder) snapshot() {
 	if snap.Seq != r.lastSeq {
 		r.t.Fatalf("not a quiet moment: the snapshot is of seq %d, the last frame read was %d", snap.Seq, r.lastSeq)
 	}
-	b, _ := json.Marshal(map[string]json.RawMessage{"phase": snap.Phase, "run": snap.Run})
+	b, _ := json.Marshal(map[string]json.RawMessage{"phase": snap.Phase, "run": snap.Run, "history": snap.History})
 	r.log = append(r.log, entry{Snapshot: b})
 	r.startReader()
 }

@@ -144,6 +144,9 @@ const (
 	StatusSucceeded = "succeeded"
 	StatusPartial   = "partial"
 	StatusFailed    = "failed"
+	// StatusCancelled is a history entry's status (§6) for a run ended by
+	// plan.cancelled or pipeline.cancelled; pipeline.completed never has it.
+	StatusCancelled = "cancelled"
 )
 
 // Sequenced reports whether events of this type are buffered and carry a seq.

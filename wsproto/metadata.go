@@ -21,6 +21,10 @@ type Connected struct {
 	LastSeq        uint64 `json:"last_seq"`
 	StateChecksum  string `json:"state_checksum"`
 	BufferCapacity int    `json:"buffer_capacity"`
+	// HistoryLimit is how many finished runs the session keeps in its
+	// history (§6): a client keeping its own state drops the oldest
+	// entries past it, as the server does. 0: no limit.
+	HistoryLimit int `json:"history_limit"`
 	// Replayed is set on a resume only: the number of events replayed.
 	Replayed *int `json:"replayed,omitempty"`
 	Resync   bool `json:"resync,omitempty"`
@@ -47,6 +51,9 @@ type Snapshot struct {
 	StateChecksum string    `json:"state_checksum"`
 	Phase         string    `json:"phase"`
 	Run           *RunState `json:"run"`
+	// History is the session's finished runs, oldest first (§6); [] when
+	// none.
+	History []HistoryEntry `json:"history"`
 }
 
 // PlanStart is the metadata of plan.start. Feedback is the user's, when
@@ -106,6 +113,10 @@ type PlanCancelled struct {
 	RunID  string `json:"run_id"`
 	Reason string `json:"reason"`
 	Error  string `json:"error,omitempty"`
+	// Request and EndedAt make the run's history entry (§6), as in
+	// FinalAnswer.
+	Request string    `json:"request"`
+	EndedAt time.Time `json:"ended_at,omitzero"`
 }
 
 // UserConfirm is the metadata of agent.user_confirm. Kind plan_confirm
@@ -294,6 +305,10 @@ type PipelineCompleted struct {
 type PipelineCancelled struct {
 	RunID  string `json:"run_id"`
 	Reason string `json:"reason"`
+	// Request and EndedAt make the run's history entry (§6), as in
+	// FinalAnswer.
+	Request string    `json:"request"`
+	EndedAt time.Time `json:"ended_at,omitzero"`
 }
 
 // FinalAnswer is the metadata of agent.final_answer.
@@ -306,4 +321,22 @@ type FinalAnswer struct {
 	// cut to fit its size cap (FitFrame) sets them too.
 	Truncated     bool `json:"truncated,omitempty"`
 	OriginalBytes int  `json:"original_bytes,omitempty"`
+	// Request, Status and EndedAt, with Content, make the run's history
+	// entry (§6), so a client that saw the run end keeps the same history
+	// as the snapshot's: the run's request (a user.solve_tasks run's task
+	// titles), pipeline.completed's status, and when the run ended.
+	Request string    `json:"request"`
+	Status  string    `json:"status"`
+	EndedAt time.Time `json:"ended_at,omitzero"`
+}
+
+// HistoryEntry is one finished run of a session's conversation (§6): what
+// was asked, what was answered ("" for a cancelled run), how the run ended
+// (a pipeline.completed status, or "cancelled") and when.
+type HistoryEntry struct {
+	RunID   string    `json:"run_id"`
+	Request string    `json:"request"`
+	Answer  string    `json:"answer"`
+	Status  string    `json:"status"`
+	EndedAt time.Time `json:"ended_at"`
 }

@@ -60,6 +60,14 @@ type TaskState struct {
 type State struct {
 	Phase string // "" reads as idle
 	Run   *RunState
+	// History is the session's finished runs, oldest first: an entry is
+	// added by each run's last event (agent.final_answer, plan.cancelled
+	// or pipeline.cancelled), from what that event carries.
+	History []HistoryEntry
+	// HistoryLimit bounds History: past it the oldest entries go. 0: no
+	// limit. The server sets it from its option, a client from
+	// system.connected's history_limit.
+	HistoryLimit int
 }
 
 // Snapshot returns the state as system.state_snapshot metadata. It shares
@@ -69,7 +77,42 @@ func (s *State) Snapshot(seq uint64, checksum string) Snapshot {
 	if phase == "" {
 		phase = PhaseIdle
 	}
-	return Snapshot{Seq: seq, StateChecksum: checksum, Phase: phase, Run: s.Run}
+	history := s.History
+	if history == nil {
+		history = []HistoryEntry{}
+	}
+	return Snapshot{Seq: seq, StateChecksum: checksum, Phase: phase, Run: s.Run, History: history}
+}
+
+// Load replaces the state with a snapshot's, keeping HistoryLimit (and
+// applying it: a snapshot from a server that kept more is cut).
+func (s *State) Load(snap Snapshot) {
+	s.Phase, s.Run = snap.Phase, snap.Run
+	s.History = append([]HistoryEntry(nil), snap.History...)
+	s.trimHistory()
+}
+
+// SetHistoryLimit sets HistoryLimit and drops the entries past it.
+func (s *State) SetHistoryLimit(n int) {
+	s.HistoryLimit = n
+	s.trimHistory()
+}
+
+// remember adds a finished run's entry, once per run.
+func (s *State) remember(e HistoryEntry) {
+	for _, h := range s.History {
+		if h.RunID == e.RunID {
+			return
+		}
+	}
+	s.History = append(s.History, e)
+	s.trimHistory()
+}
+
+func (s *State) trimHistory() {
+	if n := len(s.History) - s.HistoryLimit; s.HistoryLimit > 0 && n > 0 {
+		s.History = append(s.History[:0:0], s.History[n:]...)
+	}
 }
 
 // BeginSolving records the tasks a run is about to solve: the plan's, the
@@ -141,6 +184,7 @@ func (s *State) Apply(event string, meta any) {
 		}
 	case PlanCancelled:
 		s.end(m.RunID)
+		s.remember(HistoryEntry{RunID: m.RunID, Request: m.Request, Status: StatusCancelled, EndedAt: m.EndedAt})
 	case SolverStart:
 		r := s.run(m.RunID)
 		if r == nil {
@@ -218,8 +262,10 @@ func (s *State) Apply(event string, meta any) {
 			r.FinalAnswer = &answer
 			s.end(m.RunID)
 		}
+		s.remember(HistoryEntry{RunID: m.RunID, Request: m.Request, Answer: m.Content, Status: m.Status, EndedAt: m.EndedAt})
 	case PipelineCancelled:
 		s.end(m.RunID)
+		s.remember(HistoryEntry{RunID: m.RunID, Request: m.Request, Status: StatusCancelled, EndedAt: m.EndedAt})
 	case TodoUpdated:
 		if t := s.task(m.RunID, m.TaskID); t != nil {
 			t.applyTodo(m.Version, func(l *TodoList) { l.Items = append(l.Items[:0:0], m.Items...) })

@@ -115,6 +115,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&o.MaxFollowers, "max-followers", 8, "most connections one session may have attached at once (a resume with metadata.follow adds one; on all servers); a follow beyond it is refused with follow_limit (0: no limit)")
 	fs.IntVar(&o.MaxFrameBytes, "max-frame-bytes", 1<<20, "longest event frame sent, in bytes; a longer one has its long texts cut, marked truncated (0: no cap; else at least 4096)")
 	fs.IntVar(&o.MaxResultBytes, "max-result-bytes", 128<<10, "longest text kept of what a model returns (a task's result, the plan's texts, the final answer), in bytes; longer is cut where it enters, marked truncated (at least 1024)")
+	fs.IntVar(&o.HistoryBudget, "history-budget", orchestrator.DefaultHistoryBudget, "bytes of a session's earlier runs (requests and answers) given to the models of its next run; the oldest runs are left out first, never the current request (0: models see no earlier run)")
+	fs.IntVar(&o.HistoryRuns, "history-runs", orchestrator.DefaultHistoryRuns, "finished runs a session keeps in its history (the snapshot's thread, in every checkpoint), the oldest dropped first (at least 1)")
 	fs.StringVar(&c.store, "store", "memory", "where sessions live: memory (this process) or redis (shared by every Baton on the same Redis: any serves any session, runs survive a restart; needs --redis-url)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis: one server (redis://[:password@]host:port/db) or a Sentinel setup (redis://[:password@]sentinel:port/db?master_name=NAME&addr=sentinel2:port, the master's name and each sentinel; Baton follows the master through a failover); rediss:// for TLS")
 	fs.DurationVar(&c.redisGiveUp, "redis-give-up", 30*time.Second, "with --store redis, how long a session's writes are retried while Redis fails (stalls, is unreachable) before this node gives the session up; the client's resume adopts it again once Redis answers")
@@ -211,7 +213,7 @@ func (c *config) alias(old, name string) error {
 // Origin patterns.
 func (c *config) check(fs *flag.FlagSet) error {
 	for _, name := range []string{"buffer-size", "max-parallel", "max-tasks", "read-limit", "max-retries", "max-output-tokens",
-		"max-rounds", "tool-result-limit", "max-context-bytes", "todo-complete-after", "todo-block-after"} {
+		"max-rounds", "tool-result-limit", "max-context-bytes", "todo-complete-after", "todo-block-after", "history-runs"} {
 		var n int64
 		switch v := get(fs, name).(type) {
 		case int:
@@ -224,13 +226,16 @@ func (c *config) check(fs *flag.FlagSet) error {
 		}
 	}
 	for _, name := range []string{"rate-limit", "rate-burst", "max-conns-per-ip", "max-sessions", "max-sessions-per-subject",
-		"max-sessions-per-ip", "max-followers", "max-frame-bytes", "redis-replicas"} {
+		"max-sessions-per-ip", "max-followers", "max-frame-bytes", "redis-replicas", "history-budget"} {
 		if n := get(fs, name).(int); n < 0 {
 			return fmt.Errorf("%s: must not be negative (got %d; 0 turns the limit off)", c.src(name), n)
 		}
 	}
 	if n := c.opts.MaxFrameBytes; n > 0 && n < minFrameBytes {
 		return fmt.Errorf("%s: must be 0 (no cap) or at least %d (got %d)", c.src("max-frame-bytes"), minFrameBytes, n)
+	}
+	if c.opts.HistoryBudget == 0 {
+		c.opts.HistoryBudget = -1 // the option's 0 is its default; the flag's 0 is none
 	}
 	if n := c.opts.MaxResultBytes; n < minResultBytes {
 		return fmt.Errorf("%s: must be at least %d (got %d)", c.src("max-result-bytes"), minResultBytes, n)

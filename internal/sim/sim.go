@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/baton-run/baton/wsproto"
 )
 
 // Topic is text reduced to one line of at most max runes, with directives
@@ -90,4 +92,19 @@ func fault(text, name string) (string, int, bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// Earlier is how the simulated models show the conversation before a run,
+// so that tests can see it reach them: the earlier requests, oldest first,
+// each as a quoted topic — ` (following "Plan a weekend in Lisbon"; "Now
+// make it cheaper")` — or "" when there are none.
+func Earlier(history []wsproto.HistoryEntry) string {
+	if len(history) == 0 {
+		return ""
+	}
+	quoted := make([]string, len(history))
+	for i, h := range history {
+		quoted[i] = strconv.Quote(Topic(h.Request, 60))
+	}
+	return " (following " + strings.Join(quoted, "; ") + ")"
 }

@@ -112,6 +112,17 @@ $("request-form").addEventListener("submit", (e) => {
   if (act(client.sendMessage(text, { adaptive, mode: chat ? "chat" : "plan" }))) /** @type {HTMLTextAreaElement} */ ($("request")).value = "";
 });
 $("cancel-run").addEventListener("click", () => act(client.cancel()));
+// A new conversation is a new session: the client forgets this one (its
+// runs stay on the server until it expires) and connects afresh.
+$("new-conversation").addEventListener("click", () => {
+  if (client.state.phase !== "idle") return;
+  client.close({ forget: true });
+  $("event-log").replaceChildren();
+  logged = 0;
+  $("event-count").textContent = "0";
+  clearError();
+  client.connect().catch((err) => showError(`Could not connect: ${err.message ?? err}`));
+});
 
 // The mode switch: plan (the pipeline, with the plan to confirm) or chat
 // (one agent answers directly). A chat run has no plan to adapt. The
@@ -152,6 +163,8 @@ function render() {
   const busy = state.phase !== "idle";
   $("send").toggleAttribute("disabled", busy || client.connection !== "CONNECTED");
   $("cancel-run").hidden = !busy;
+  $("new-conversation").toggleAttribute("disabled", busy);
+  renderThread(state);
   $("run").hidden = !run;
   if (!run) return;
 
@@ -193,6 +206,25 @@ function render() {
       $("answer-section").scrollIntoView({ block: "start", behavior: still ? "auto" : "smooth" });
     }
   }
+}
+
+// ---- The thread: the session's earlier runs, oldest first, above the
+// current one (whose own entry, once it ends, is the answer shown below).
+
+let threadKey = "";
+function renderThread(state) {
+  const current = state.run ? state.run.run_id : "";
+  const entries = (state.history ?? []).filter((e) => e.run_id !== current);
+  $("thread").hidden = entries.length === 0;
+  const key = entries.map((e) => e.run_id).join(" ");
+  if (key === threadKey) return; // entries never change once made
+  threadKey = key;
+  $("thread-entries").replaceChildren(...entries.map((e) => h("li", { class: "thread-entry", "data-testid": "thread-entry",
+    "data-run-id": e.run_id, "data-status": e.status },
+  h("p", { class: "thread-request", "data-testid": "thread-request" }, e.request),
+  h("div", { class: "thread-answer", "data-testid": "thread-answer" },
+    e.answer ? renderMarkdown(document, e.answer) : h("em", {}, `(${e.status}: no answer)`)),
+  h("span", { class: "status" }, e.status))));
 }
 
 const TALLY_ORDER = ["completed", "running", "retrying", "pending", "failed", "skipped", "cancelled"];

@@ -124,10 +124,26 @@ export interface RunState {
   summary: string | null;
 }
 
+/** A finished run of the session's conversation (§6). */
+export interface HistoryEntry {
+  run_id: string;
+  /** The run's request; a user.solve_tasks run's task titles, joined by "; ". */
+  request: string;
+  /** The final answer; "" for a cancelled run. */
+  answer: string;
+  /** pipeline.completed's status, or "cancelled" (plan.cancelled, pipeline.cancelled). */
+  status: "succeeded" | "partial" | "failed" | "cancelled" | string;
+  ended_at: string;
+}
+
 /** The client-visible state of a session: §6's snapshot, plus the UI extras above. */
 export interface State {
   phase: Phase;
   run: RunState | null;
+  /** The session's finished runs, oldest first, at most history_limit of them. */
+  history: HistoryEntry[];
+  /** system.connected's history_limit: how many runs the server keeps (0: no limit). */
+  history_limit: number;
 }
 
 /** A server frame as received. */
@@ -150,9 +166,11 @@ export function initialState(): State;
 /** Folds one sequenced event (events that change nothing return the state as is). */
 export function reduce(state: State, frame: Frame): State;
 /** The state a system.state_snapshot's metadata describes. */
-export function fromSnapshot(snapshot: { phase: Phase; run: any }): State;
+export function fromSnapshot(snapshot: { phase: Phase; run: any; history?: any[] }, historyLimit?: number): State;
 /** The state in §6's snapshot shape, without the UI extras: what wsproto.State would hold. */
-export function toSnapshot(state: State): { phase: Phase; run: any };
+export function toSnapshot(state: State): { phase: Phase; run: any; history: HistoryEntry[] };
+/** The state with system.connected's history_limit applied: the oldest entries past it go. */
+export function withHistoryLimit(state: State, limit: number): State;
 /** The user's own answer folded in, as the server folds it: the confirmation closes; an input_request's text is recorded. */
 export function answered(state: State, stepId: string, metadata: Record<string, any>): State;
 /** Seeds a run's task list with a list the client sent (an edited confirmation, user.solve_tasks), as the server does at the run's first solver.start. */

@@ -48,7 +48,12 @@
  *   last_decision: Decision|null, final_answer: string|null,
  *   status: "succeeded"|"partial"|"failed"|"cancelled"|null, cancel_reason: string|null,
  *   summary: string|null}} RunState
- * @typedef {{phase: Phase, run: RunState|null}} State
+ * @typedef {{run_id: string, request: string, answer: string,
+ *   status: "succeeded"|"partial"|"failed"|"cancelled"|string, ended_at: string}} HistoryEntry
+ *   a finished run of the session's conversation (§6)
+ * @typedef {{phase: Phase, run: RunState|null, history: HistoryEntry[], history_limit: number}} State
+ *   history: the session's finished runs, oldest first, at most history_limit of them
+ *   (system.connected's; 0: no limit)
  * @typedef {{event: string, event_id?: string, seq?: number, session_id?: string, step_id?: string,
  *   timestamp?: string, content?: string, metadata: Record<string, any>}} Frame
  * @typedef {"DISCONNECTED"|"CONNECTING"|"CONNECTED"|"RECONNECTING"} ConnectionState
@@ -202,7 +207,42 @@ const RUN_END = new Set(["agent.final_answer", "plan.cancelled", "pipeline.cance
 
 /** @returns {State} */
 export function initialState() {
-  return { phase: "idle", run: null };
+  return { phase: "idle", run: null, history: [], history_limit: 0 };
+}
+
+/**
+ * The history entry a run's last event makes (§6): agent.final_answer,
+ * plan.cancelled or pipeline.cancelled carry its request, status and end.
+ * @param {string} event
+ * @param {Record<string, any>} m
+ * @returns {HistoryEntry}
+ */
+function historyEntry(event, m) {
+  const answer = event === "agent.final_answer";
+  return { run_id: str(m.run_id), request: str(m.request), answer: answer ? str(m.content) : "",
+    status: answer ? str(m.status) : "cancelled", ended_at: str(m.ended_at) || "0001-01-01T00:00:00Z" };
+}
+
+/**
+ * history within limit: the oldest entries go first.
+ * @param {HistoryEntry[]} history
+ * @param {number} limit 0: no limit
+ */
+function trimHistory(history, limit) {
+  return limit > 0 && history.length > limit ? history.slice(history.length - limit) : history;
+}
+
+/**
+ * The state with system.connected's history_limit applied, as the server
+ * keeps its history.
+ * @param {State} state
+ * @param {number} limit
+ * @returns {State}
+ */
+export function withHistoryLimit(state, limit) {
+  const history = trimHistory(arr(state.history), limit);
+  if (limit === state.history_limit && history === state.history) return state;
+  return { ...state, history, history_limit: limit };
 }
 
 /**
@@ -242,7 +282,7 @@ function withRun(state, runId, change) {
   if (!state.run || state.run.run_id !== runId) return state;
   const run = { ...state.run };
   const phase = change(run, state.phase);
-  return { phase: phase || state.phase, run };
+  return { ...state, phase: phase || state.phase, run };
 }
 
 /**
@@ -330,10 +370,27 @@ function todoItem(item) {
  * @returns {State}
  */
 export function reduce(state, frame) {
+  let s = reduceRun(state, frame);
+  // The run's reducer builds states of phase and run: the history goes on.
+  if (s !== state) s = { ...s, history: arr(state.history), history_limit: num(state.history_limit) };
+  const m = (frame && frame.metadata) || {};
+  if (frame && RUN_END.has(frame.event) && !s.history.some((h) => h.run_id === m.run_id)) {
+    s = { ...s, history: trimHistory([...s.history, historyEntry(frame.event, m)], s.history_limit) };
+  }
+  return s;
+}
+
+/**
+ * reduce for the current run: phase and run.
+ * @param {State} state
+ * @param {Frame} frame
+ * @returns {State}
+ */
+function reduceRun(state, frame) {
   const m = (frame && frame.metadata) || {};
   switch (frame && frame.event) {
     case "plan.start":
-      return { phase: "planning", run: newRun(str(m.run_id), str(m.request)) };
+      return { ...state, phase: "planning", run: newRun(str(m.run_id), str(m.request)) };
     case "plan.completed":
       return withRun(state, m.run_id, (run) => {
         run.plan_summary = str(m.plan_summary);
@@ -363,7 +420,7 @@ export function reduce(state, frame) {
       let s = state;
       if (!s.run || s.run.run_id !== m.run_id) {
         // A user.solve_tasks or chat run: its first event is a solver.start.
-        s = { phase: s.phase, run: { ...newRun(str(m.run_id), ""), plan_version: 1 } };
+        s = { ...s, phase: s.phase, run: { ...newRun(str(m.run_id), ""), plan_version: 1 } };
       }
       return withRun(s, m.run_id, (run, phase) => {
         if (m.task && !run.tasks.some((t) => t.id === str(m.task_id))) {
@@ -522,7 +579,7 @@ export function answered(state, stepId, metadata) {
     }
   }
   dropConfirms(run, (c) => c.step_id === stepId);
-  return { phase: state.phase, run };
+  return { ...state, phase: state.phase, run };
 }
 
 /**
@@ -539,19 +596,23 @@ export function beginSolving(state, runId, tasks) {
   run.tasks = arr(tasks).map(pendingTask);
   run.plan_version = 1;
   dropConfirms(run, (c) => c.kind === "plan_confirm");
-  return { phase: "solving", run };
+  return { ...state, phase: "solving", run };
 }
 
 /**
  * The state a system.state_snapshot's metadata describes, with fresh UI
  * extras.
- * @param {{phase: Phase, run: any}} snapshot
+ * @param {{phase: Phase, run: any, history?: any[]}} snapshot
+ * @param {number} [historyLimit] system.connected's history_limit (0: no limit)
  * @returns {State}
  */
-export function fromSnapshot(snapshot) {
+export function fromSnapshot(snapshot, historyLimit = 0) {
   const r = snapshot && snapshot.run;
   const phase = (snapshot && snapshot.phase) || "idle";
-  if (!r) return { phase, run: null };
+  const history = trimHistory(arr(snapshot && snapshot.history).map((h) => ({
+    run_id: str(h && h.run_id), request: str(h && h.request), answer: str(h && h.answer),
+    status: str(h && h.status), ended_at: str(h && h.ended_at) })), historyLimit);
+  if (!r) return { phase, run: null, history, history_limit: historyLimit };
   const run = newRun(str(r.run_id), str(r.request));
   run.mode = str(r.mode) || null;
   run.plan_summary = str(r.plan_summary);
@@ -571,7 +632,7 @@ export function fromSnapshot(snapshot) {
   run.answers = arr(r.answers).map((a) => ({ ...a }));
   run.last_decision = r.last_decision ? { ...r.last_decision } : null;
   run.final_answer = typeof r.final_answer === "string" ? r.final_answer : null;
-  return { phase, run };
+  return { phase, run, history, history_limit: historyLimit };
 }
 
 /** @param {any} t a Task as wsproto.Task encodes it */
@@ -606,11 +667,13 @@ function confirmJSON(c) {
  * The state in §6's snapshot shape, without the UI extras: what
  * wsproto.State would hold, field for field as Go encodes it.
  * @param {State} state
- * @returns {{phase: Phase, run: any}}
+ * @returns {{phase: Phase, run: any, history: HistoryEntry[]}}
  */
 export function toSnapshot(state) {
   const r = state.run;
-  if (!r) return { phase: state.phase || "idle", run: null };
+  const history = arr(state.history).map((h) => ({ run_id: h.run_id, request: h.request, answer: h.answer,
+    status: h.status, ended_at: h.ended_at }));
+  if (!r) return { phase: state.phase || "idle", run: null, history };
   const d = r.last_decision;
   /** @type {Record<string, any>|null} */
   let decision = null;
@@ -645,6 +708,7 @@ export function toSnapshot(state) {
       last_decision: decision,
       final_answer: r.final_answer,
     },
+    history,
   };
 }
 
@@ -1073,6 +1137,12 @@ export class BatonClient {
   /** @param {any} conn @param {string} detail @param {any} meta */
   #goLive(conn, detail, meta) {
     conn.phase = "live";
+    // The server keeps at most history_limit runs in its history: so does the client.
+    const limited = withHistoryLimit(this.#state, num(meta && meta.history_limit));
+    if (limited !== this.#state) {
+      this.#state = limited;
+      this.#emit("state", this.#state);
+    }
     this.#attempt = 0;
     if (detail === "resumed" || detail === "resynced") this.#resendAnswers(conn);
     if (this.#lastSeq > this.#acked) this.#startAckTimer();
@@ -1235,7 +1305,7 @@ export class BatonClient {
     this.#checksum = str(m.state_checksum);
     this.#expect.clear();
     this.#replayTo = 0;
-    let s = fromSnapshot(/** @type {any} */ (m));
+    let s = fromSnapshot(/** @type {any} */ (m), num(this.#state.history_limit));
     // Answers sent again after this resync close their confirmations on the
     // server; close them here too.
     for (const [stepId, text] of this.#answers) s = answered(s, stepId, JSON.parse(text).metadata);
@@ -1330,6 +1400,7 @@ export class BatonClient {
     const pending = [...run.pending_confirm];
     pending.splice(Math.min(r.index, pending.length), 0, r.confirm);
     this.#setState({
+      ...this.#state,
       phase: this.#state.phase,
       run: { ...run, pending_confirm: pending, answers: run.answers.filter((a) => a.step_id !== r.stepId) },
     });
@@ -1450,7 +1521,7 @@ export class BatonClient {
     this.#lastSeq = d.last_seq;
     this.#checksum = d.checksum;
     this.#acked = 0;
-    this.#state = d.state;
+    this.#state = { ...d.state, history: arr(d.state.history), history_limit: num(d.state.history_limit) };
     this.#answers = new Map(arr(d.answers).filter((a) => Array.isArray(a) && typeof a[0] === "string" && typeof a[1] === "string"));
     this.#seeds = arr(d.seeds).filter((s) => s && Array.isArray(s.tasks));
     this.#emit("state", this.#state);

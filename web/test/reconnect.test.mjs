@@ -147,7 +147,7 @@ test("resume_rejected: the client takes the fresh session, clears its state, emi
   ws2.deliver(systemError("resume_rejected", "user.reconnect_with_state"));
   await until(() => rec.resets.length === 1, "reset");
   assert.deepEqual(rec.resets, ["resume_rejected"]);
-  assert.deepEqual([client.sessionId, client.lastSeq, client.checksum, client.state], ["sess_2", 0, "", { phase: "idle", run: null }]);
+  assert.deepEqual([client.sessionId, client.lastSeq, client.checksum, client.state], ["sess_2", 0, "", { phase: "idle", run: null, history: [], history_limit: 0 }]);
   assert.deepEqual([client.connection, rec.connections.at(-1), client.stats.rejected], ["CONNECTED", "CONNECTED resume_rejected", 1]);
   await until(() => storage.stored()?.session_id === "sess_2", "the new session stored");
   assert.deepEqual([storage.stored().resume_token, storage.stored().last_seq], ["tok_2", 0]);

@@ -6,7 +6,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import {
-  initialState, reduce, fromSnapshot, toSnapshot, answered, beginSolving,
+  initialState, reduce, fromSnapshot, toSnapshot, answered, beginSolving, withHistoryLimit,
 } from "../static/baton-client.mjs";
 
 const R = "run_1";
@@ -87,18 +87,40 @@ test("a chat run: its solver.start names its one task; its progress messages are
   assert.equal(fromSnapshot(toSnapshot(solving())).run.mode, null);
 });
 
-test("events of another run change nothing", () => {
+test("events of another run change nothing but the history", () => {
   const s = deepFreeze(solving());
   const other = { run_id: "run_other", task_id: "a", attempt: 2, version: 9, items: [], tasks: TASKS, kind: "plan_confirm",
     step_id: "x", reason: "r", content: "answer", summary: "s", status: "succeeded", message: "m", last_error: "e",
     delay_ms: 5, result: "r", item: { id: "1" }, tool: "t", ok: true };
-  for (const event of ["plan.completed", "plan.decision", "plan.updated", "agent.user_confirm", "plan.cancelled",
+  for (const event of ["plan.completed", "plan.decision", "plan.updated", "agent.user_confirm",
     "solver.progress", "solver.completed", "solver.cancelled", "solver.skipped", "solver.restarted", "agent.tool_call",
     "agent.tool_result", "error.execution", "error.recovery_started", "error.recovery_failed", "aggregate.start",
-    "aggregate.completed", "pipeline.completed", "agent.final_answer", "pipeline.cancelled", "todo.updated",
+    "aggregate.completed", "pipeline.completed", "todo.updated",
     "todo.item_progress", "todo.completed", "aggregate.progress", "plan.step_completed", "no.such_event"]) {
     assert.equal(reduce(s, ev(event, other)), s, event);
   }
+  // A run's end is the session's history (§6), whichever run it is; the
+  // current run is untouched.
+  for (const [event, answer, status] of [["agent.final_answer", "answer", "succeeded"], ["plan.cancelled", "", "cancelled"],
+    ["pipeline.cancelled", "", "cancelled"]]) {
+    const s2 = reduce(s, ev(event, { ...other, request: "earlier", ended_at: "2026-01-02T03:04:05Z" }));
+    assert.deepEqual([s2.phase, s2.run], [s.phase, s.run], event);
+    assert.deepEqual(s2.history, [{ run_id: "run_other", request: "earlier", answer, status, ended_at: "2026-01-02T03:04:05Z" }], event);
+    assert.equal(reduce(s2, ev(event, other)).history, s2.history, `${event} again: one entry per run`);
+  }
+});
+
+test("history: each run's end adds its entry, the oldest go past history_limit, the snapshot carries them", () => {
+  let s = withHistoryLimit(initialState(), 2);
+  for (const [i, request] of ["first", "second", "third"].entries()) {
+    s = fold([ev("plan.start", { run_id: `run_${i}`, request }),
+      ev("agent.final_answer", { run_id: `run_${i}`, content: `answer ${i}`, request, status: "succeeded", ended_at: "2026-01-02T03:04:05Z" })], s);
+  }
+  assert.deepEqual(s.history.map((h) => [h.run_id, h.request, h.answer, h.status]),
+    [["run_1", "second", "answer 1", "succeeded"], ["run_2", "third", "answer 2", "succeeded"]]);
+  const back = fromSnapshot(toSnapshot(s), 1);
+  assert.deepEqual(back.history.map((h) => h.run_id), ["run_2"]);
+  assert.deepEqual(toSnapshot(fromSnapshot(toSnapshot(s), 2)).history, toSnapshot(s).history);
 });
 
 test("agent.user_confirm: every kind is pending; a plan_confirm awaits the user", () => {
@@ -127,7 +149,7 @@ test("solver.start: the first moves to solving and withdraws the plan's confirma
 test("solver.start of an unknown run begins a user.solve_tasks run", () => {
   const s = fold([ev("solver.start", { run_id: "run_2", task_id: "x", attempt: 1 })], planned());
   assert.deepEqual(toSnapshot(s), { phase: "solving", run: { run_id: "run_2", request: "", plan_summary: "",
-    plan_version: 1, tasks: [], pending_confirm: [], answers: [], last_decision: null, final_answer: null } });
+    plan_version: 1, tasks: [], pending_confirm: [], answers: [], last_decision: null, final_answer: null }, history: [] });
   // Seeded with the list the client sent, as the server does.
   const seeded = reduce(beginSolving(planned(), "run_2", [{ id: "x", title: "X" }]),
     ev("solver.start", { run_id: "run_2", task_id: "x", attempt: 1 }));
@@ -320,12 +342,12 @@ test("fromSnapshot and toSnapshot: the snapshot round-trips; the UI extras start
     answers: [{ step_id: "confirm_input_1", task_id: "a", question: "q", text: "t" }],
     last_decision: { run_id: R, after_task: "a", action: "continue", reason: "fine" },
     final_answer: null,
-  } });
+  }, history: [{ run_id: "run_0", request: "earlier", answer: "then", status: "partial", ended_at: "2026-01-02T03:04:05Z" }] });
   const s = fromSnapshot(snapshot);
-  assert.deepEqual(toSnapshot(s), { phase: snapshot.phase, run: snapshot.run });
+  assert.deepEqual(toSnapshot(s), { phase: snapshot.phase, run: snapshot.run, history: snapshot.history });
   assert.deepEqual([task(s, "a").progress, task(s, "a").tool_calls, task(s, "b").retry_at, s.run.status], [0, [], null, null]);
   assert.deepEqual(fromSnapshot({ phase: "idle", run: null }), initialState());
-  assert.deepEqual(toSnapshot(initialState()), { phase: "idle", run: null });
+  assert.deepEqual(toSnapshot(initialState()), { phase: "idle", run: null, history: [] });
 });
 
 test("toSnapshot encodes a confirmation as wsproto.UserConfirm does", () => {
