@@ -269,6 +269,9 @@ func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, ser
 	return nil
 }
 
+// joinTimeout bounds joining the cluster once Redis answered.
+const joinTimeout = 20 * time.Second
+
 // joinCluster connects to the Redis of --redis-url (one server, or the
 // master of a Sentinel setup) and joins the cluster of Batons using it, as
 // copt says. ping asks that Redis whether it answers.
@@ -288,7 +291,12 @@ func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, 
 	}
 	copt.Failover = rc.failover
 	copt.Replicas = c.replicasFor(rc)
-	cl, err = redisstore.NewCluster(pctx, rdb, copt)
+	// Joining may wait for the replicas to hold the first lease renewal
+	// (--redis-replicas): after a failover, until the old master is back
+	// as a replica. Redis answers meanwhile: wait rather than exit.
+	jctx, cancelJoin := context.WithTimeout(ctx, joinTimeout)
+	defer cancelJoin()
+	cl, err = redisstore.NewCluster(jctx, rdb, copt)
 	if err != nil {
 		rdb.Close()
 		return nil, nil, nil, fmt.Errorf("join the cluster on %s: %w", rc, err)
