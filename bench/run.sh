@@ -78,6 +78,9 @@ limits=() pace=0
 help=$("$baton" --help 2>&1 || true)
 grep -q -- '-max-sessions' <<<"$help" && limits=(--max-conns-per-ip 0 --max-sessions 0)
 grep -q -- '-rate-limit' <<<"$help" && limits+=(--rate-limit 0)
+# Every load client connects from 127.0.0.1: the per-address session cap
+# (200 by default) would leave 800 of 1,000 sessions provisional.
+grep -q -- '-max-sessions-per-ip' <<<"$help" && limits+=(--max-sessions-per-ip 0)
 grep -q -- '-pace' <<<"$("$loadbin" -h 2>&1 || true)" && pace=1
 
 # Pinning: the server on the first CPU this script may use, the load tool on
