@@ -66,6 +66,19 @@ func (l *seqLog) check(t *testing.T) {
 	}
 }
 
+// solveLogged dials the first of urls (resuming on the others), has it
+// solve three slow tasks, confirming everything, and logs the seqs it
+// receives.
+func solveLogged(t *testing.T, ctx context.Context, urls []string) (*client.Client, *seqLog) {
+	t.Helper()
+	seqs := newSeqLog()
+	cl := clusterClient(t, ctx, urls, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
+	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
+		t.Fatal(err)
+	}
+	return cl, seqs
+}
+
 // cutOff cuts the replica off (Failover.Cut) and waits until the client
 // has received two events the master acknowledged after the cut: the
 // master alone has them.
@@ -89,11 +102,7 @@ func TestSentinelFailover(t *testing.T) {
 	f := redistest.StartFailover(t, 2)
 	n := startNode(t, "A", "127.0.0.1:0", f.URL())
 	ctx := context.Background()
-	seqs := newSeqLog()
-	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
-	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
-		t.Fatal(err)
-	}
+	cl, seqs := solveLogged(t, ctx, []string{n.url()})
 	waitView(t, ctx, cl, "t1 completed", func(v client.View) bool {
 		return v.Run != nil && len(v.Run.Tasks) == 3 && v.Run.Tasks[0].Status == wsproto.TaskCompleted
 	})
@@ -124,11 +133,7 @@ func TestLostWritesAfterFailover(t *testing.T) {
 	f := redistest.StartFailover(t, 1)
 	n := startNode(t, "A", "127.0.0.1:0", f.URL(), "--redis-replicas", "0")
 	ctx := context.Background()
-	seqs := newSeqLog()
-	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
-	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
-		t.Fatal(err)
-	}
+	cl, seqs := solveLogged(t, ctx, []string{n.url()})
 	v := waitView(t, ctx, cl, "the run's first events", func(v client.View) bool { return v.LastSeq >= 2 })
 	cutOff(t, ctx, f, cl, v.SessionID)
 	f.Master.Kill(t)
@@ -158,11 +163,7 @@ func TestFailoverLosesNothingTold(t *testing.T) {
 	f := redistest.StartFailover(t, 1)
 	n := startNode(t, "A", "127.0.0.1:0", f.URL())
 	ctx := context.Background()
-	seqs := newSeqLog()
-	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
-	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
-		t.Fatal(err)
-	}
+	cl, seqs := solveLogged(t, ctx, []string{n.url()})
 	v := waitView(t, ctx, cl, "the run's first events", func(v client.View) bool { return v.LastSeq >= 2 })
 	f.Cut(t)
 	mc := f.Master.Client(t)
@@ -204,11 +205,7 @@ func TestRedisAppendOnlyRestart(t *testing.T) {
 	rds := redistest.StartConfig(t, redistest.Config{AppendOnly: true})
 	n := startNode(t, "A", "127.0.0.1:0", rds.URL())
 	ctx := context.Background()
-	seqs := newSeqLog()
-	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
-	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
-		t.Fatal(err)
-	}
+	cl, seqs := solveLogged(t, ctx, []string{n.url()})
 	waitView(t, ctx, cl, "t1 completed", func(v client.View) bool {
 		return v.Run != nil && len(v.Run.Tasks) == 3 && v.Run.Tasks[0].Status == wsproto.TaskCompleted
 	})
@@ -238,11 +235,7 @@ func TestLostWritesOwnerDead(t *testing.T) {
 	a := startNode(t, "A", "127.0.0.1:0", f.URL(), "--redis-replicas", "0")
 	b := startNode(t, "B", "127.0.0.1:0", f.URL(), "--redis-replicas", "0")
 	ctx := context.Background()
-	seqs := newSeqLog()
-	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
-	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
-		t.Fatal(err)
-	}
+	cl, seqs := solveLogged(t, ctx, []string{a.url(), b.url()})
 	v := waitView(t, ctx, cl, "the run's first events", func(v client.View) bool { return v.LastSeq >= 2 })
 	cutOff(t, ctx, f, cl, v.SessionID)
 	a.kill(t)
