@@ -163,6 +163,36 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		s.log.Error("resume: read the session", "session", req.SessionID, "err", err)
 		return errStore
 	}
+	// The token rotates before a plain resume replaces the connections
+	// attached (registerRemote), as on the owner (resume): of two resumes
+	// with one token at once, the one that swaps last replaces the other,
+	// and is the one left holding the token that works. A follow is
+	// registered first, as the owner may refuse it (the cap) and a refused
+	// follow changes nothing.
+	token, then := req.ResumeToken, func() {}
+	var hash [sha256.Size]byte
+	if !byFollow {
+		token = newToken()
+		hash = sha256.Sum256([]byte(token))
+		a.followToken = ""
+	} else {
+		a.followToken = req.ResumeToken
+	}
+	rotate := func() *wsproto.Error {
+		if byFollow {
+			return nil
+		}
+		if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
+			return e
+		}
+		then = func() { c.confirmPing(func() { s.commitToken(c, nil, req.SessionID, hash) }) }
+		return nil
+	}
+	if !req.Follow {
+		if e := rotate(); e != nil {
+			return e
+		}
+	}
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
 	if e := c.registerRemote(req.Follow, req.LastSeq); e != nil {
@@ -170,20 +200,13 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		stop()
 		return e // refused by the owner (the cap): nothing changed
 	}
-	token, then := req.ResumeToken, func() {}
-	if !byFollow {
-		token = newToken()
-		hash := sha256.Sum256([]byte(token))
-		if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
+	if req.Follow {
+		if e := rotate(); e != nil {
 			c.unregisterRemote()
 			c.remote = nil
 			stop()
 			return e
 		}
-		then = func() { c.confirmPing(func() { s.commitToken(c, nil, req.SessionID, hash) }) }
-		a.followToken = ""
-	} else {
-		a.followToken = req.ResumeToken
 	}
 	if req.Follow {
 		a.followers = 1 // at least: the owner counts them all
