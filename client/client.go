@@ -437,6 +437,13 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		c.replayTo = m.LastSeq
 		c.checkReplay(m)
 	}
+	// The answers to send again are those given before this connection
+	// (and still open after its answer): one given as the answer is
+	// delivered goes out on it already.
+	before := make(map[string]bool, len(c.answers))
+	for id := range c.answers {
+		before[id] = true
+	}
 	c.mu.Unlock()
 	c.deliver(f)
 	if m.Resync {
@@ -447,7 +454,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 		}
 		c.deliver(snap)
 	}
-	c.reanswer(ctx, ws)
+	c.reanswer(ctx, ws, before)
 	return ws, nil
 }
 
@@ -455,11 +462,13 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 // lost with the connection. The server answers step_id_mismatch to those
 // it already had, which Stats.ResentAnswers counts rather than Errors.
 // It runs before ws's reader, so no reply is read before it has counted.
-func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn) {
+func (c *Client) reanswer(ctx context.Context, ws *websocket.Conn, before map[string]bool) {
 	c.mu.Lock()
 	frames := make([][]byte, 0, len(c.answers))
-	for _, b := range c.answers {
-		frames = append(frames, b)
+	for id, b := range c.answers {
+		if before[id] {
+			frames = append(frames, b)
+		}
 	}
 	c.mu.Unlock()
 	sent := 0

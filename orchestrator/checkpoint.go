@@ -37,6 +37,8 @@ type checkpoint struct {
 	Run   *wsproto.RunState `json:"run"`
 	// History is the session's finished runs (wsproto.State.History).
 	History []wsproto.HistoryEntry `json:"history,omitempty"`
+	// Followed is session.followed.
+	Followed bool `json:"followed,omitempty"`
 	// Exec is the run in flight, nil when there is none.
 	Exec *runCheckpoint `json:"exec,omitempty"`
 }
@@ -239,7 +241,7 @@ func (sess *session) changedLocked() {
 }
 
 func (sess *session) checkpointLocked() {
-	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run}
+	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run, Followed: sess.followed}
 	if r := sess.run; r != nil && r.cp != nil && !r.cp.ended {
 		cp.Exec = r.cp
 	}

@@ -154,9 +154,32 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 		sess.state.Answer(resp.StepID, *resp.Text) // the snapshot carries the answers given
 	}
 	sess.closeConfirmLocked(resp.StepID)
+	if sess.followed {
+		sess.emitLocked(wsproto.EventConfirmSettled, resp.StepID, "", settled(c, resp))
+	}
 	c.answer <- resp
 	sess.answeredLocked(c, resp)
 	return nil
+}
+
+// settled is the agent.confirm_settled that tells the devices following a
+// session how c was answered: the answer's fields of c's kind.
+func settled(c *confirm, resp *wsproto.Response) wsproto.ConfirmSettled {
+	m := wsproto.ConfirmSettled{RunID: c.meta.RunID, StepID: resp.StepID, Kind: c.kind, TaskID: c.meta.TaskID}
+	switch c.kind {
+	case wsproto.ConfirmPlan, wsproto.ConfirmAdjust:
+		m.Confirmed = resp.Confirmed
+		if *resp.Confirmed {
+			m.Tasks = resp.Tasks
+		}
+	case wsproto.ConfirmTaskFailed:
+		m.Action = resp.Action
+	case wsproto.ConfirmTool:
+		m.Approved = resp.Approved
+	case wsproto.ConfirmInput:
+		m.Text = resp.Text
+	}
+	return m
 }
 
 func (sess *session) cancelRun(cause error) *wsproto.Error {

@@ -123,6 +123,14 @@ func (sess *session) followLimitLocked() *wsproto.Error {
 	return nil
 }
 
+// followedLocked records that a connection followed the session.
+func (sess *session) followedLocked() {
+	if !sess.followed {
+		sess.followed = true
+		sess.changedLocked()
+	}
+}
+
 func errFollowLimit(max int) *wsproto.Error {
 	return &wsproto.Error{Code: wsproto.CodeFollowLimit, RefType: wsproto.EventUserReconnect,
 		Message: fmt.Sprintf("the session has %d connections attached, the most it may have; close one, or resume without follow to replace them", max)}
@@ -242,6 +250,7 @@ func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
 			sess.mu.Unlock()
 			return e, false
 		}
+		sess.followedLocked()
 	} else {
 		gone = sess.replaceAllLocked(ref)
 	}

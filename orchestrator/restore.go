@@ -83,7 +83,7 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 		}
 	}
 	sess := &session{id: id, tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash, followHash: rec.FollowHash, subject: rec.Subject,
-		owner: ownerKey(rec.Subject, ""), srv: s, ring: ring, state: state, confirms: make(map[string]*confirm)}
+		owner: ownerKey(rec.Subject, ""), srv: s, ring: ring, state: state, confirms: make(map[string]*confirm), followed: cp.Followed}
 	sess.used.Store(true) // restored from somewhere: it keeps SessionTTL
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
 	if sess.dur = newDurable(ring); sess.dur != nil {

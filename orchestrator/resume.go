@@ -79,6 +79,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 			old.mu.Unlock()
 			return e
 		}
+		old.followedLocked()
 	}
 	a, err := answerResume(old.ctx, old.ring, old.shared, &old.state, req)
 	if err != nil {

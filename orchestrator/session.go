@@ -67,6 +67,10 @@ type session struct {
 	// other devices attach beside its connection (§3.6). Zero when the
 	// session has none (a provisional one).
 	followHash [sha256.Size]byte
+	// followed is set once a connection has followed the session (§3.6):
+	// from then on each confirmation's answer is told to every device
+	// (agent.confirm_settled). Kept in the checkpoint.
+	followed bool
 	// tokenHash is the SHA-256 of the resume token: the token itself is
 	// only ever known to the client. Each resume replaces it (rotate).
 	// prevHash is the one it replaced while the rotation is pending: until

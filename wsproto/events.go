@@ -20,6 +20,9 @@ const (
 	// Agent.
 	EventUserConfirm = "agent.user_confirm"
 	EventFinalAnswer = "agent.final_answer"
+	// EventConfirmSettled tells every device of a followed session (§3.6)
+	// how a confirmation was answered.
+	EventConfirmSettled = "agent.confirm_settled"
 
 	// Solving.
 	EventSolverStart     = "solver.start"

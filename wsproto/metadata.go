@@ -141,6 +141,23 @@ type UserConfirm struct {
 	ExpiresAt   time.Time       `json:"expires_at"`
 }
 
+// ConfirmSettled is the metadata of agent.confirm_settled (§3.6): the
+// answer a confirmation was settled with, as applied — so that the devices
+// following a session that did not answer learn an edited plan or an
+// input_request's text. Only the answer's fields of the confirmation's
+// kind are set.
+type ConfirmSettled struct {
+	RunID     string  `json:"run_id"`
+	StepID    string  `json:"step_id"`
+	Kind      string  `json:"kind"`
+	TaskID    string  `json:"task_id,omitempty"`
+	Confirmed *bool   `json:"confirmed,omitempty"`
+	Tasks     []Task  `json:"tasks,omitempty"`
+	Action    string  `json:"action,omitempty"`
+	Approved  *bool   `json:"approved,omitempty"`
+	Text      *string `json:"text,omitempty"`
+}
+
 // SolverStart is the metadata of solver.start.
 type SolverStart struct {
 	RunID   string `json:"run_id"`

@@ -182,6 +182,20 @@ func (s *State) Apply(event string, meta any) {
 				s.Phase = PhaseAwaitingConfirm
 			}
 		}
+	case ConfirmSettled:
+		// An answer another device gave: a plan confirmed with edits is
+		// the edited plan, an input_request's text is recorded. The
+		// device that answered has done both already (Answer).
+		if r := s.run(m.RunID); r != nil {
+			if m.Kind == ConfirmPlan && m.Confirmed != nil && *m.Confirmed && m.Tasks != nil {
+				r.Tasks = taskStates(m.Tasks)
+			}
+			if m.Text != nil {
+				s.Answer(m.StepID, *m.Text)
+			} else {
+				s.CloseConfirm(m.StepID)
+			}
+		}
 	case PlanCancelled:
 		s.end(m.RunID)
 		s.remember(HistoryEntry{RunID: m.RunID, Request: m.Request, Status: StatusCancelled, EndedAt: m.EndedAt})
@@ -373,6 +387,8 @@ func deref(v any) any {
 		return *m
 	case *UserConfirm:
 		return *m
+	case *ConfirmSettled:
+		return *m
 	case *PlanCancelled:
 		return *m
 	case *PlanDecision:
@@ -436,6 +452,8 @@ func DecodeMetadata(event string, raw json.RawMessage) (any, error) {
 		v = new(PlanUpdated)
 	case EventUserConfirm:
 		v = new(UserConfirm)
+	case EventConfirmSettled:
+		v = new(ConfirmSettled)
 	case EventFinalAnswer:
 		v = new(FinalAnswer)
 	case EventSolverStart:

@@ -414,6 +414,16 @@ function reduceRun(state, frame) {
         run.pending_confirm = [...run.pending_confirm, { ...m }];
         if (m.kind === "plan_confirm") return "awaiting_confirm";
       });
+    case "agent.confirm_settled": {
+      // An answer, maybe another device's (§3.6): a plan confirmed with
+      // edits is the edited plan; an input_request's text is recorded.
+      if (!state.run || state.run.run_id !== m.run_id) return state;
+      let s = state;
+      if (m.kind === "plan_confirm" && m.confirmed === true && Array.isArray(m.tasks)) {
+        s = withRun(s, m.run_id, (run) => { run.tasks = m.tasks.map(pendingTask); });
+      }
+      return answered(s, str(m.step_id), typeof m.text === "string" ? { text: m.text } : {});
+    }
     case "plan.cancelled":
       return end(state, m.run_id, (run) => { run.status = "cancelled"; run.cancel_reason = str(m.reason); });
     case "solver.start": {

@@ -92,7 +92,7 @@ test("events of another run change nothing but the history", () => {
   const other = { run_id: "run_other", task_id: "a", attempt: 2, version: 9, items: [], tasks: TASKS, kind: "plan_confirm",
     step_id: "x", reason: "r", content: "answer", summary: "s", status: "succeeded", message: "m", last_error: "e",
     delay_ms: 5, result: "r", item: { id: "1" }, tool: "t", ok: true };
-  for (const event of ["plan.completed", "plan.decision", "plan.updated", "agent.user_confirm",
+  for (const event of ["plan.completed", "plan.decision", "plan.updated", "agent.user_confirm", "agent.confirm_settled",
     "solver.progress", "solver.completed", "solver.cancelled", "solver.skipped", "solver.restarted", "agent.tool_call",
     "agent.tool_result", "error.execution", "error.recovery_started", "error.recovery_failed", "aggregate.start",
     "aggregate.completed", "pipeline.completed", "todo.updated",
@@ -251,6 +251,30 @@ test("todo events: a version not above the one held is dropped", () => {
   assert.deepEqual(task(done, "a").todo.items.map((i) => i.status), ["completed", "completed", "completed"]);
   const first = fold([ev("todo.completed", { run_id: R, task_id: "b", version: 1 })], s);
   assert.deepEqual(task(first, "b").todo, { version: 1, items: [] });
+});
+
+test("agent.confirm_settled: another device's answer, an edited plan and an input_request's text", () => {
+  const pc = confirm("plan_confirm", { plan_summary: "three steps", tasks: TASKS });
+  const edited = [TASKS[0], { id: "d", title: "D", description: "new", depends_on: ["a"] }];
+  let s = fold([ev("agent.user_confirm", pc),
+    ev("agent.confirm_settled", { run_id: R, step_id: pc.step_id, kind: "plan_confirm", confirmed: true, tasks: edited })], planned());
+  assert.deepEqual(s.run.tasks.map((t) => `${t.id}:${t.status}`), ["a:pending", "d:pending"]);
+  assert.deepEqual(s.run.pending_confirm, []);
+  s = fold([ev("solver.start", { run_id: R, task_id: "a", attempt: 1 })], s);
+  const ask = confirm("input_request", { task_id: "a", question: "Which region?" });
+  s = fold([ev("agent.user_confirm", ask),
+    ev("agent.confirm_settled", { run_id: R, step_id: ask.step_id, kind: "input_request", task_id: "a", text: "China" })], s);
+  assert.deepEqual(s.run.answers, [{ step_id: ask.step_id, task_id: "a", question: "Which region?", text: "China" }]);
+  assert.deepEqual(s.run.pending_confirm, []);
+  // The device that answered folded its own answer already: the event
+  // changes nothing there.
+  const own = answered(fold([ev("agent.user_confirm", ask)], s), ask.step_id, { text: "China" });
+  const again = reduce(own, ev("agent.confirm_settled", { run_id: R, step_id: ask.step_id, kind: "input_request", task_id: "a", text: "China" }));
+  assert.deepEqual(toSnapshot(again), toSnapshot(own));
+  // Declined: no tasks; the confirmation closes.
+  const d = fold([ev("agent.user_confirm", pc),
+    ev("agent.confirm_settled", { run_id: R, step_id: pc.step_id, kind: "plan_confirm", confirmed: false })], planned());
+  assert.deepEqual([d.run.tasks.length, d.run.pending_confirm.length], [3, 0]);
 });
 
 test("plan.decision and plan.updated: existing tasks keep where they stand", () => {
