@@ -53,7 +53,11 @@ type NodeOptions struct {
 	// holds it, and at least Replicas of them (Redis WAIT; see
 	// Options.Replicas): a renewal a failover loses would have the others
 	// take this node's runs over while it counts its lease held. Zero
-	// (the default): the master's reply counts.
+	// (the default): the master's reply counts. Unlike a Store's writes,
+	// a renewal does not wait for a replica that left the master's list
+	// (Options.ReplicaHold): renewals come every third of the lease, so
+	// a hold would have every node's lease lapse whenever a replica
+	// restarts.
 	Replicas int
 }
 
@@ -62,7 +66,7 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 	if opt.LeaseTTL <= 0 {
 		opt.LeaseTTL = DefaultLeaseTTL
 	}
-	n := &Node{rdb: rdb, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas}, stop: make(chan struct{}),
+	n := &Node{rdb: rdb, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, hold: noHold}, stop: make(chan struct{}),
 		renewed: make(chan time.Time, 1), lapses: make(chan struct{}, 1)}
 	n.sub = rdb.Subscribe(ctx, channel(id))
 	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation

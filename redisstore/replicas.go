@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,9 +32,55 @@ var ErrUnreplicated = errors.New("redisstore: too few replicas acknowledged the 
 // listed.
 // A round trip whose WAIT heard from fewer than its own INFO names does
 // not count, and the next waits for them all.
+//
+// A replica that leaves the list is still waited for, for hold: the
+// number needed falls only once the master has listed fewer for that
+// long. A failover begins so — the sentinels detach the replica they
+// promote (REPLICAOF NO ONE), and for about a second, until they make the
+// old master a replica too, it takes writes that its remaining replica
+// acknowledges and that the promotion has already lost (seen in
+// baton-chaos: one tool call repeated in ten minutes of failovers).
 type replicaSet struct {
-	min    int
-	listed atomic.Int64 // replicas the last INFO listed
+	min  int
+	hold time.Duration // 0: replicaHold; noHold: none
+
+	mu     sync.Mutex
+	listed int       // replicas the last INFO listed
+	peak   int       // the most listed within hold
+	peakAt time.Time // when the master last listed peak
+}
+
+// replicaHold is how long a replica that left the master's list is still
+// waited for (replicaSet): longer than Sentinel takes from promoting a
+// replica to reconfiguring the old master.
+const replicaHold = 5 * time.Second
+
+// noHold is a replicaSet's hold when a replica that leaves the list is
+// not waited for.
+const noHold = -1
+
+// need returns how many replicas a write must reach: min, the replicas
+// listed, and the most listed within hold, once the master lists listed
+// at now.
+func (rs *replicaSet) need(listed int, now time.Time) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	hold := rs.hold
+	if hold == 0 {
+		hold = replicaHold
+	}
+	rs.listed = listed
+	if listed >= rs.peak || now.Sub(rs.peakAt) >= hold {
+		rs.peak, rs.peakAt = listed, now
+	}
+	return max(rs.min, rs.peak)
+}
+
+// waitFor is how many replicas the next WAIT waits for.
+func (rs *replicaSet) waitFor() int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return max(rs.min, rs.listed, rs.peak)
 }
 
 // replicaRound is one round trip's INFO and WAIT.
@@ -50,7 +96,7 @@ func (rs *replicaSet) queue(ctx context.Context, p redis.Pipeliner, timeout time
 	if rs.min <= 0 {
 		return replicaRound{}
 	}
-	want := max(int64(rs.min), rs.listed.Load())
+	want := rs.waitFor()
 	return replicaRound{
 		info: p.Do(ctx, "INFO", "replication"),
 		wait: p.Do(ctx, "WAIT", want, timeout.Milliseconds()),
@@ -67,13 +113,12 @@ func (r replicaRound) check() error {
 	if err != nil {
 		return fmt.Errorf("%w: INFO replication: %w", ErrUnreplicated, err)
 	}
-	listed := replicasOf(text)
-	r.set.listed.Store(int64(listed))
+	want := r.set.need(replicasOf(text), time.Now())
 	got, err := r.wait.Int64()
 	if err != nil {
 		return fmt.Errorf("%w: WAIT: %w", ErrUnreplicated, err)
 	}
-	if want := max(r.set.min, listed); got < int64(want) {
+	if got < int64(want) {
 		return fmt.Errorf("%w: %d of %d in time", ErrUnreplicated, got, want)
 	}
 	return nil

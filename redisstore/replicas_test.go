@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,50 @@ func TestReplicas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReplicaLeavesHeld: a replica detached from the master as Sentinel
+// detaches the one it promotes (REPLICAOF NO ONE) is still waited for,
+// for Options.ReplicaHold: the master keeps taking writes and its other
+// replica acknowledges them, but a promotion has lost them, so none
+// counts until the hold has passed since the master last listed both.
+func TestReplicaLeavesHeld(t *testing.T) {
+	const hold = 2 * time.Second
+	ctx := context.Background()
+	master, replicas := withReplicas(t, 2)
+	s, c := newStore(t, master, "a", redisstore.Options{Replicas: 1, ReplicaHold: hold})
+	id, r, rec := newSession(t, s, 1, 100)
+	defer r.Close()
+	// This write's round trip lists both replicas, after listed.
+	listed := time.Now()
+	appendCommit(t, r, 1)
+	rec.waitDurable(t, 1)
+
+	if err := replicas[1].Client(t).Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the master listing one replica", func(ctx context.Context) error {
+		info, err := c.Info(ctx, "replication").Result()
+		if err != nil || !strings.Contains(info, "connected_slaves:1\r\n") {
+			return fmt.Errorf("INFO replication: %q, %v", info, err)
+		}
+		return nil
+	})
+	appendCommit(t, r, 2)
+	eventually(t, "the remaining replica holding seq 3", func(ctx context.Context) error {
+		last, err := replicas[0].Client(t).HGet(ctx, "baton:{"+id+"}:meta", "last_seq").Uint64()
+		if err != nil || last != 3 {
+			return fmt.Errorf("last_seq %d, %v", last, err)
+		}
+		return nil
+	})
+	rec.waitDurable(t, 3)
+	if took := time.Since(listed); took < hold {
+		t.Fatalf("seq 3 counted %v after the master last listed both replicas, before the hold of %v", took, hold)
+	}
+	if seqs := rec.seqs(); !slices.Equal(seqs, []uint64{1, 2, 3}) {
+		t.Errorf("durable seqs %v, want 1 2 3 once each", seqs)
 	}
 }
 

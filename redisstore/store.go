@@ -74,6 +74,10 @@ type Options struct {
 	// the store holds) and counts as a failure toward GiveUpAfter. Zero
 	// (the default): the master's reply counts.
 	Replicas int
+	// ReplicaHold is how long, with Replicas, a replica that left the
+	// master's list is still waited for (a failover begins by detaching
+	// the replica it promotes). Defaults to 5 seconds.
+	ReplicaHold time.Duration
 	// MaxBatch is how many sessions one round trip writes at most.
 	// Defaults to 1000.
 	MaxBatch int
@@ -154,7 +158,7 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 		opt.TailClient = client
 	}
 	s := &Store{
-		replicas: replicaSet{min: opt.Replicas},
+		replicas: replicaSet{min: opt.Replicas, hold: opt.ReplicaHold},
 		client:   client,
 		opt:      opt,
 		log:      opt.Logger.With("node", opt.Node),
