@@ -173,10 +173,18 @@ func (u *upgrader) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		}
 	}
 	u.conn = &batchConn{Conn: nc, timeout: u.timeout}
-	var r io.Reader = u.conn
+	br := bufio.NewReaderSize(u.conn, upgradeReadBuf)
 	if n := brw.Reader.Buffered(); n > 0 { // the client wrote ahead of the handshake's answer
+		// Buffered in the reader handed on, not merely readable from it:
+		// coder/websocket keeps what its reader has buffered and reads the
+		// rest from the connection (it resets the reader), so bytes behind
+		// a reader of the reader would be lost, and the stream with them.
 		ahead, _ := brw.Reader.Peek(n)
-		r = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), u.conn)
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), u.conn), max(upgradeReadBuf, n))
+		if _, err := br.Peek(n); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
 	}
-	return u.conn, bufio.NewReadWriter(bufio.NewReaderSize(r, upgradeReadBuf), bufio.NewWriterSize(u.conn, upgradeWriteBuf)), nil
+	return u.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(u.conn, upgradeWriteBuf)), nil
 }
