@@ -103,7 +103,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the directory of logs, Redis data and the tool ledger (kept anyway on failure)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress or fault lines")
 	fs.DurationVar(&c.giveUp, "redis-give-up", 2*time.Second, "the nodes' --redis-give-up: short, so a stall makes a node give sessions up and a resume adopt them (0: the node's default)")
-	fs.IntVar(&c.replicas, "redis-replicas", 2, "with --sentinel, the nodes' --redis-replicas: 2, both replicas, closes the window in which a demoted master still takes writes its one remaining replica acknowledges (0: the node's default, 1)")
+	fs.IntVar(&c.replicas, "redis-replicas", 0, "with --sentinel, the nodes' --redis-replicas (0: the node's default, 1: every replica the master lists, and at least one)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl: a stall or partition longer lets another node take a node's runs over (0: the node's default, 3s)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
