@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,43 +109,103 @@ func (rs *redisSet) master(ctx context.Context) (*redisServer, error) {
 }
 
 // waitReady waits until every sentinel names the same master, knows its
-// replica, and the replica is in sync: a failover may be asked for.
+// replicas, and every replica has caught up with it: a failover may be
+// asked for.
 func (rs *redisSet) waitReady(ctx context.Context) error {
-	return waitFor(ctx, "a master, its replicas in sync, and every sentinel knowing them", func(ctx context.Context) error {
+	var caughtUp time.Time // since when every replica has been caught up, as far as seen
+	return waitFor(ctx, "a master, its replicas caught up, and every sentinel knowing so", func(ctx context.Context) error {
+		// In sync means caught up, not only linked: a replica's link is up
+		// once its full resync is loaded, while the writes made during the
+		// sync still stream to it. And what counts is what the sentinels
+		// know, from an INFO of each replica up to 10 s old: a failover
+		// asked for while they see a replica behind or elsewhere may
+		// promote one that lacks writes its siblings had acknowledged (a
+		// demoted master repointed a moment before), or find no replica
+		// good enough and do nothing. So every replica must have reached
+		// the master's offset (read first), and every sentinel must have
+		// refreshed its view of every replica since that was first seen.
+		began := time.Now()
 		m, err := rs.master(ctx)
+		if err == nil {
+			err = rs.caughtUp(ctx, m)
+		}
 		if err != nil {
+			caughtUp = time.Time{}
 			return err
 		}
-		for _, s := range rs.sentinels {
-			if addr, err := masterOf(ctx, s); err != nil || addr != m.addr() {
-				return fmt.Errorf("sentinel %s names %s (%v)", s.addr(), addr, err)
+		if caughtUp.IsZero() {
+			caughtUp = began
+		}
+		for _, sen := range rs.sentinels {
+			if addr, err := masterOf(ctx, sen); err != nil || addr != m.addr() {
+				return fmt.Errorf("sentinel %s names %s (%v)", sen.addr(), addr, err)
 			}
-			sc := redis.NewSentinelClient(&redis.Options{Addr: s.addr()})
+			sc := redis.NewSentinelClient(&redis.Options{Addr: sen.addr()})
 			replicas, err := sc.Replicas(ctx, masterName).Result()
 			sc.Close()
 			if err != nil {
 				return err
 			}
-			good := 0
+			seen := map[string]map[string]string{}
 			for _, r := range replicas {
-				if !strings.Contains(r["flags"], "down") && !strings.Contains(r["flags"], "disconnected") {
-					good++
+				seen[r["name"]] = r
+			}
+			for _, s := range rs.servers {
+				if s == m {
+					continue
 				}
-			}
-			if good == 0 {
-				return fmt.Errorf("sentinel %s knows no replica up", s.addr())
-			}
-		}
-		for _, s := range rs.servers {
-			if s == m {
-				continue
-			}
-			if link, err := info(ctx, s.addr(), "master_link_status"); err != nil || link != "up" {
-				return fmt.Errorf("replica %s: link %q (%v)", s.addr(), link, err)
+				r := seen[s.addr()]
+				if r == nil {
+					return fmt.Errorf("sentinel %s: no replica %s", sen.addr(), s.addr())
+				}
+				if strings.Contains(r["flags"], "down") || strings.Contains(r["flags"], "disconnected") ||
+					r["master-link-status"] != "ok" || r["master-port"] != strconv.Itoa(m.port) {
+					return fmt.Errorf("sentinel %s: replica %s: %s, link %s to port %s", sen.addr(), s.addr(), r["flags"], r["master-link-status"], r["master-port"])
+				}
+				if age, err := strconv.ParseInt(r["info-refresh"], 10, 64); err != nil || time.Duration(age)*time.Millisecond >= time.Since(caughtUp) {
+					return fmt.Errorf("sentinel %s: replica %s seen %sms ago, caught up %s ago", sen.addr(), s.addr(), r["info-refresh"], time.Since(caughtUp))
+				}
 			}
 		}
 		return nil
 	})
+}
+
+// caughtUp checks that every server but m replicates m and has reached
+// the offset m had when asked.
+func (rs *redisSet) caughtUp(ctx context.Context, m *redisServer) error {
+	offset, err := infoInt(ctx, m.addr(), "master_repl_offset")
+	if err != nil {
+		return err
+	}
+	for _, s := range rs.servers {
+		if s == m {
+			continue
+		}
+		if link, err := info(ctx, s.addr(), "master_link_status"); err != nil || link != "up" {
+			return fmt.Errorf("replica %s: link %q (%v)", s.addr(), link, err)
+		}
+		if port, err := info(ctx, s.addr(), "master_port"); err != nil || port != strconv.Itoa(m.port) {
+			return fmt.Errorf("replica %s: replicates port %q, not the master's (%v)", s.addr(), port, err)
+		}
+		if got, err := infoInt(ctx, s.addr(), "slave_repl_offset"); err != nil || got < offset {
+			return fmt.Errorf("replica %s: at offset %d, the master at %d (%v)", s.addr(), got, offset, err)
+		}
+	}
+	return nil
+}
+
+// infoInt returns one numeric field of a server's INFO.
+func infoInt(ctx context.Context, addr, field string) (int64, error) {
+	v, err := info(ctx, addr, field)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", addr, field, err)
+	}
+	return n, nil
 }
 
 // failover has the sentinels promote the replica (SENTINEL FAILOVER), once
