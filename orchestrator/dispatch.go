@@ -155,7 +155,7 @@ func (sess *session) respond(resp *wsproto.Response) *wsproto.Error {
 	}
 	sess.closeConfirmLocked(resp.StepID)
 	if sess.followed {
-		sess.emitLocked(wsproto.EventConfirmSettled, resp.StepID, "", settled(c, resp))
+		sess.emitLocked(wsproto.EventConfirmSettled, "", "", settled(c, resp)) // §2: step_id on the envelope of no other event; it is in the metadata
 	}
 	c.answer <- resp
 	sess.answeredLocked(c, resp)

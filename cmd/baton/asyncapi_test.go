@@ -36,7 +36,7 @@ func TestSpecEvents(t *testing.T) {
 	server := []string{
 		wsproto.EventConnected, wsproto.EventError, wsproto.EventStateSnapshot,
 		wsproto.EventPlanStart, wsproto.EventPlanStepCompleted, wsproto.EventPlanCompleted, wsproto.EventPlanCancelled,
-		wsproto.EventPlanDecision, wsproto.EventPlanUpdated, wsproto.EventUserConfirm, wsproto.EventFinalAnswer,
+		wsproto.EventPlanDecision, wsproto.EventPlanUpdated, wsproto.EventUserConfirm, wsproto.EventConfirmSettled, wsproto.EventFinalAnswer,
 		wsproto.EventToolCall, wsproto.EventToolResult,
 		wsproto.EventSolverStart, wsproto.EventSolverProgress, wsproto.EventSolverCompleted, wsproto.EventSolverCancelled,
 		wsproto.EventSolverSkipped, wsproto.EventSolverRestarted,

@@ -22,30 +22,66 @@ import (
 // (Which refusals are answered is orchestrator's TestAdmitFrame.)
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
-	// One frame a second, three at once: the test's frames go out within
-	// milliseconds, so no new one is allowed meanwhile.
+	// One frame a second, three at once. The test's frames go out within
+	// milliseconds, so no token comes back meanwhile — unless a loaded
+	// machine holds them up past a second (the frame then let through is
+	// not the server's fault): a try that took that long and saw otherwise
+	// is made again; the outcome of one that did not must be exact.
 	base := startServer(t, "--rate-limit", "1", "--rate-burst", "3")
-	c, hello := connect(t, base)
-	for range 3 {
-		c.send("user.dance", nil) // allowed, and answered: the allowance is spent
-		c.expectError(wsproto.CodeUnknownType)
+	for try := 1; ; try++ {
+		began := time.Now()
+		c, hello := connect(t, base)
+		err := rateLimitFlood(c)
+		if err != nil && time.Since(began) > 900*time.Millisecond && try < 5 {
+			t.Logf("try %d took %v: %v; again", try, time.Since(began), err)
+			c.ws.CloseNow()
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := resume(t, base, hello, 0, "")
+		if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resumed || m.LastSeq != 0 {
+			t.Fatalf("resume after 1008: %+v (a refused message started a run?)", m)
+		}
+		r.message("now applied")
+		r.expect(wsproto.EventPlanStart)
+		return
 	}
-	c.message("not applied")
-	if e := c.expectError(wsproto.CodeRateLimited); e.RefType != "" || e.Message == "" {
-		t.Errorf("rate_limited %+v: want a message and no ref_type (the frame is not read)", e)
+}
+
+// rateLimitFlood is TestRateLimit's flood on c and what it must get:
+// three frames allowed and answered (unknown_type), the first refused
+// answered rate_limited (with a message and no ref_type: the frame is not
+// read), the fourth refused closing with 1008 and nothing before it.
+func rateLimitFlood(c *conn) error {
+	for i := range 4 {
+		code := wsproto.CodeUnknownType
+		if i < 3 {
+			c.send("user.dance", nil) // allowed, and answered: the allowance is spent
+		} else {
+			code = wsproto.CodeRateLimited
+			c.message("not applied")
+		}
+		f, err := c.read(10 * time.Second)
+		var e wsproto.Error
+		if err == nil && f.Event == wsproto.EventError {
+			err = json.Unmarshal(f.Metadata, &e)
+		}
+		if err != nil || f.Event != wsproto.EventError || e.Code != code {
+			return fmt.Errorf("got %s %s %v, want system.error %s", f.Event, f.Metadata, err, code)
+		}
+		if code == wsproto.CodeRateLimited && (e.RefType != "" || e.Message == "") {
+			return fmt.Errorf("rate_limited %+v: want a message and no ref_type (the frame is not read)", e)
+		}
 	}
 	for range 3 { // the fourth refusal is one too many
 		c.message("not applied either")
 	}
 	if f, err := c.read(10 * time.Second); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
-		t.Fatalf("after the flood: %s %v, want the close 1008 and nothing before it", f.Event, err)
+		return fmt.Errorf("after the flood: %s %v, want the close 1008 and nothing before it", f.Event, err)
 	}
-	r := resume(t, base, hello, 0, "")
-	if m := meta[wsproto.Connected](t, r.expect(wsproto.EventConnected)); !m.Resumed || m.LastSeq != 0 {
-		t.Fatalf("resume after 1008: %+v (a refused message started a run?)", m)
-	}
-	r.message("now applied")
-	r.expect(wsproto.EventPlanStart)
+	return nil
 }
 
 // TestRateLimitSparesAClient: at the default limits, a client that acks
