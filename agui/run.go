@@ -198,7 +198,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, subject, thread
 		if ended || err != nil {
 			return
 		}
-		if cur == nil && (snap.Phase == "" || snap.Phase == wsproto.PhaseIdle) {
+		if snap.Phase == "" || snap.Phase == wsproto.PhaseIdle {
 			s.write(snap.Seq, 2, m.finished(nil, nil)) // nothing runs: the stream ends at once
 			return
 		}
