@@ -50,11 +50,13 @@ func aguiInput(thread, runID, text, mode string, resume ...map[string]any) map[s
 	return in
 }
 
-// aguiDo sends a request to /agui; body nil is a GET of the thread.
+// aguiDo sends a request to /agui with body as JSON ([]byte: as is).
 func aguiDo(t *testing.T, ctx context.Context, method, url string, body any, header map[string]string) *http.Response {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.([]byte); ok {
+		rd = bytes.NewReader(raw) // sent as is
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			t.Fatal(err)
