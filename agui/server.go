@@ -58,6 +58,11 @@ const maxID = 256
 type Handler struct {
 	opts Options
 	ws   *inproc.Server
+	// done ends every stream when the Handler closes: the WebSocket
+	// connections behind them are hijacked, so closing the in-process
+	// server does not end them.
+	done context.Context
+	stop context.CancelFunc
 }
 
 // New returns a Handler speaking to orch, the orchestrator's /ws handler,
@@ -89,11 +94,17 @@ func New(orch http.Handler, opts *Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Handler{opts: o, ws: inproc.Serve(orch)}
+	done, stop := context.WithCancel(context.Background())
+	return &Handler{opts: o, ws: inproc.Serve(orch), done: done, stop: stop}
 }
 
-// Close stops the in-process server, closing the streams' connections.
-func (h *Handler) Close() error { return h.ws.Close() }
+// Close ends every stream (their clients resume, on another server if
+// this one is going away) and stops the in-process server. It does not
+// wait for the requests: the HTTP server serving them does.
+func (h *Handler) Close() error {
+	h.stop()
+	return h.ws.Close()
+}
 
 // ServeHTTP serves POST /agui and GET /agui/{threadId}.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,6 +116,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.done, cancel)()
+	r = r.WithContext(ctx)
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/agui":
 		h.run(w, r, subject)

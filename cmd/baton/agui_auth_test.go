@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -140,5 +141,40 @@ func TestAGUIClusterResume(t *testing.T) {
 	}
 	if want := attach(t, ctx, a, thread, nil); !reflect.DeepEqual(fold(t, nil, got), want) {
 		t.Errorf("the stream's state is not the server's")
+	}
+}
+
+// TestAGUIShutdown: a server shutting down ends its streams (the client
+// resumes elsewhere) instead of waiting for their runs.
+func TestAGUIShutdown(t *testing.T) {
+	srvCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	base := startServerCtx(t, srvCtx, done, io.Discard, "--sim-delay", "1s")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp := aguiDo(t, ctx, http.MethodPost, base+"/agui", aguiInput(newThread(), "r1", "Compare Go and Rust", "plan"), nil)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for n := 0; n < 3 && sc.Scan(); { // the run is on: RUN_STARTED, STATE_SNAPSHOT, STATE_DELTA
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			n++
+		}
+	}
+	stop()
+	var rest strings.Builder
+	for sc.Scan() { // to the stream's end, which the shutdown makes
+		rest.WriteString(sc.Text())
+	}
+	if strings.Contains(rest.String(), "RUN_FINISHED") {
+		t.Fatalf("the stream finished its run: %s", rest.String())
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the server did not stop with a stream open")
 	}
 }
