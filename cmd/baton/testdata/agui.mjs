@@ -1,9 +1,9 @@
-// Runs AG-UI's own TypeScript client against a real Baton (agui_js_test.go):
+// Runs AG-UI's own TypeScript client against a real Baton (agui_node_test.go):
 // @ag-ui/client's HttpAgent through a plan-mode run with its interrupt and
 // resume, and a chat-mode run; and a plain fetch client that cuts a stream
-// mid-run and resumes it with Last-Event-ID. Every stream must pass
-// @ag-ui/client's verifyEvents (HttpAgent applies it to every run, and the
-// fetch client's streams are checked with it explicitly), and every state
+// mid-run and resumes it with Last-Event-ID. Every event must pass
+// @ag-ui/core's schemas and every stream @ag-ui/client's verifyEvents
+// (HttpAgent applies it to every run too), and every state
 // patch must apply (fast-json-patch, as HttpAgent applies them).
 //
 // BATON_URL is the server, BATON_NODE_MODULES the node_modules holding
@@ -14,6 +14,7 @@ import assert from "node:assert/strict";
 
 const require = createRequire(process.env.BATON_NODE_MODULES + "/");
 const { HttpAgent, verifyEvents } = require("@ag-ui/client");
+const { EventSchemas } = require("@ag-ui/core/schemas");
 const { from, lastValueFrom, toArray } = require("rxjs");
 const jsonpatch = require("fast-json-patch");
 const base = process.env.BATON_URL;
@@ -28,7 +29,13 @@ console.warn = (...args) => {
   }
 };
 
+// verify checks a stream with @ag-ui/core's event schemas, event by
+// event, and @ag-ui/client's verifyEvents, as a whole.
 async function verify(events, what) {
+  for (const [i, e] of events.entries()) {
+    const r = EventSchemas.safeParse(e);
+    if (!r.success) throw new Error(`${what}: event ${i} (${e.type}) fails @ag-ui/core's schema: ${r.error.message}`);
+  }
   try {
     await lastValueFrom(verifyEvents(undefined)(from(events)).pipe(toArray()));
   } catch (e) {
@@ -68,6 +75,24 @@ async function planRun() {
   assert.equal(said.at(-1).content, result.answer, "the answer is the last assistant message");
   assert.ok(agent.messages.some((m) => m.role === "tool"), "tool results are messages");
   console.log(`plan run: ${first.events.length} + ${second.events.length} events`);
+}
+
+// A declined plan: the resumed run ends cancelled, and the thread takes
+// a new request after it.
+async function declinedRun() {
+  const agent = new HttpAgent({ url: base + "/agui", threadId: randomUUID() });
+  agent.addMessage({ id: randomUUID(), role: "user", content: "Plan a party" });
+  await agent.runAgent({ forwardedProps: { mode: "plan" } });
+  const [interrupt] = agent.pendingInterrupts;
+  const rec = recorder();
+  await agent.runAgent({ resume: [{ interruptId: interrupt.id, status: "cancelled" }] }, rec);
+  await verify(rec.events, "declined plan");
+  assert.deepEqual(rec.events.at(-1).outcome, { type: "cancelled" });
+  assert.equal(agent.state.phase, "idle");
+  agent.addMessage({ id: randomUUID(), role: "user", content: "Just say hello" });
+  const { result } = await agent.runAgent({ forwardedProps: { mode: "chat" } });
+  assert.equal(result.status, "succeeded", "a new request on the thread runs");
+  console.log("declined plan: cancelled, then a chat run on the thread");
 }
 
 // The chat run: no interrupt; the answer streams as one message.
@@ -168,6 +193,7 @@ async function cutAndResume() {
 }
 
 await planRun();
+await declinedRun();
 await chatRun();
 await cutAndResume();
 console.log("OK");
