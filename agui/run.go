@@ -1,10 +1,13 @@
 package agui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/coder/websocket"
 
 	"github.com/baton-run/baton/wsproto"
 )
@@ -100,10 +103,11 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, subject string) {
 			open = append(open, p)
 		}
 	}
-	if ended, err := s.opening(m, true, view, open); ended || err != nil {
-		return
-	}
-	if len(answers) == 0 {
+	var first *frame
+	if len(answers) == 0 && len(open) == 0 {
+		// The request goes first, so that Baton's refusal of it (busy,
+		// a bad mode or directive, rate_limited, a request over /ws's
+		// read limit) is this request's error, before any event.
 		meta := map[string]any{}
 		if fp.Mode != "" {
 			meta["mode"] = fp.Mode
@@ -111,13 +115,62 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, subject string) {
 		if fp.Adaptive {
 			meta["adaptive"] = true
 		}
-		if err := c.send(ctx, wsproto.EventUserMessage, "", text, meta); err != nil {
+		f, err := h.request(ctx, c, text, meta)
+		if err != nil {
+			h.refusedRequest(w, err)
 			return
 		}
+		first = &f
 	}
-	if err := h.pump(ctx, c, m, s, nil); err != nil {
+	if ended, err := s.opening(m, true, view, open); ended || err != nil {
+		return
+	}
+	if err := h.pump(ctx, c, m, s, nil, first); err != nil {
 		h.opts.Logger.Debug("agui: stream cut", "thread_run", in.RunID, "err", err)
 	}
+}
+
+// request sends the run's user.message and returns the first frame that
+// follows it, or Baton's refusal as a *streamError.
+func (h *Handler) request(ctx context.Context, c *conn, text string, meta map[string]any) (frame, error) {
+	// A failed send is answered by the connection's end, read below: a
+	// request over the read limit is closed with 1009.
+	sendErr := c.send(ctx, wsproto.EventUserMessage, "", text, meta)
+	for {
+		f, err := c.next(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
+				return f, &streamError{code: "too_large", msg: "the request is longer than the server reads"}
+			}
+			return f, errors.Join(sendErr, err)
+		}
+		if f.Event == wsproto.EventError {
+			var e wsproto.Error
+			json.Unmarshal(f.Metadata, &e)
+			return f, &streamError{code: e.Code, msg: e.Message}
+		}
+		if f.Seq > 0 && wsproto.Sequenced(f.Event) {
+			return f, nil
+		}
+	}
+}
+
+// refusedRequest answers a request Baton refused: 400 for what is wrong
+// with it, 429 for too many, 409 for a thread that is busy.
+func (h *Handler) refusedRequest(w http.ResponseWriter, err error) {
+	var se *streamError
+	if !errors.As(err, &se) {
+		h.refused(w, err)
+		return
+	}
+	status := http.StatusConflict
+	switch se.code {
+	case wsproto.CodeInvalidMessage, wsproto.CodeInvalidJSON, "too_large":
+		status = http.StatusBadRequest
+	case wsproto.CodeRateLimited:
+		status = http.StatusTooManyRequests
+	}
+	httpError(w, status, se.Error())
 }
 
 func answered(as []answer, stepID string) bool {
@@ -202,7 +255,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, subject, thread
 			s.write(snap.Seq, 2, m.finished(nil, nil)) // nothing runs: the stream ends at once
 			return
 		}
-		if err := h.pump(ctx, c, m, s, nil); err != nil {
+		if err := h.pump(ctx, c, m, s, nil, nil); err != nil {
 			h.opts.Logger.Debug("agui: stream cut", "thread", "resumed", "err", err)
 		}
 		return
@@ -217,7 +270,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, subject, thread
 	s := newStream(w, h.opts.WriteTimeout, cur.base)
 	defer s.done()
 	m := newMapper(threadID, runID)
-	err = h.pump(ctx, c, m, s, cur)
+	err = h.pump(ctx, c, m, s, cur, nil)
 	if err == nil && s.wrote == 0 && !s.started {
 		w.WriteHeader(http.StatusNoContent) // the client has the stream whole
 		return

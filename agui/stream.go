@@ -120,10 +120,21 @@ func (s *stream) writeAfter(cur *position, seq uint64, k int, e Event) error {
 // pump maps the session's events onto s until the stream ends: RUN_FINISHED
 // or RUN_ERROR (nil), the client gone or too slow, or /ws closed (an
 // error; the client resumes with the last id it has). Events at or
-// before cur are mapped but not sent again.
-func (h *Handler) pump(ctx context.Context, c *conn, m *mapper, s *stream, cur *position) error {
+// before cur are mapped but not sent again. first, when not nil, is a
+// frame read already, handled before the others.
+func (h *Handler) pump(ctx context.Context, c *conn, m *mapper, s *stream, cur *position, first *frame) error {
 	tick := time.NewTicker(h.opts.Heartbeat)
 	defer tick.Stop()
+	if first != nil {
+		for k, e := range m.event(*first) {
+			if err := s.writeAfter(cur, first.Seq, k, e); err != nil {
+				return err
+			}
+		}
+		if m.done {
+			return nil
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -91,6 +91,8 @@ func TestAGUIBadRequests(t *testing.T) {
 		{"resume of no open interrupt", http.MethodPost, "/agui", aguiInput(thread, "r", "", "", yesTo("confirm_plan_nope")), nil, http.StatusConflict, "not open"},
 		{"a payload of the wrong shape", http.MethodPost, "/agui", aguiInput(thread, "r", "", "",
 			map[string]any{"interruptId": ins[0]["id"], "status": "resolved", "payload": map[string]any{"confirmed": "yes"}}), nil, http.StatusConflict, "boolean"},
+		{"a request Baton refuses", http.MethodPost, "/agui", aguiInput(newThread(), "r", "Hi [sim:fail=bogus*1]", "chat"), nil, http.StatusBadRequest, "invalid_message"},
+		{"a request over /ws's read limit", http.MethodPost, "/agui", aguiInput(newThread(), "r", strings.Repeat("long ", 20000), "plan"), nil, http.StatusBadRequest, "longer than"},
 		{"a foreign Origin", http.MethodPost, "/agui", aguiInput(newThread(), "r", "hi", ""), map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden, "origin"},
 		{"a bad Last-Event-ID", http.MethodGet, "/agui/" + thread, nil, map[string]string{"Last-Event-ID": "12"}, http.StatusBadRequest, "SEQ:K:BASE"},
 		{"a Last-Event-ID ahead", http.MethodGet, "/agui/" + thread, nil, map[string]string{"Last-Event-ID": "9999:0:1"}, http.StatusBadRequest, "ahead"},
