@@ -256,7 +256,8 @@ func yesTo(id any) map[string]any {
 }
 
 // TestAGUIPlanRun: a plan-mode run ends its first stream with the plan's
-// interrupt; a POST answering it streams the same Baton run to its answer.
+// interrupt, told again to whoever asks while it is open; a POST answering
+// it streams the same Baton run to its answer.
 // Each stream's STATE_SNAPSHOT and STATE_DELTAs fold to the state the
 // server reports afterwards.
 func TestAGUIPlanRun(t *testing.T) {
@@ -277,6 +278,18 @@ func TestAGUIPlanRun(t *testing.T) {
 	state := fold(t, nil, first)
 	if got := state.(map[string]any)["phase"]; got != "awaiting_confirm" {
 		t.Errorf("phase %v after the first stream, want awaiting_confirm", got)
+	}
+
+	// While the plan waits, a new request, or a look at the thread, is
+	// told of the interrupt again, and changes nothing.
+	for name, evs := range map[string][]sse{
+		"a new request": post(t, ctx, base, aguiInput(thread, "rx", "Something else", "plan"), nil),
+		"a look":        readSSE(t, aguiDo(t, ctx, http.MethodGet, base+"/agui/"+thread, nil, nil), 0),
+	} {
+		again := interrupts(t, evs)
+		if len(evs) != 3 || len(again) != 1 || again[0]["id"] != ins[0]["id"] {
+			t.Fatalf("%s: %d events ending with %v, want RUN_STARTED, STATE_SNAPSHOT and the interrupt again", name, len(evs), again)
+		}
 	}
 
 	second := post(t, ctx, base, aguiInput(thread, "r2", "", "", yesTo(ins[0]["id"])), nil)
