@@ -247,6 +247,16 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, subject, thread
 		s := newStream(w, h.opts.WriteTimeout, snap.Seq)
 		defer s.done()
 		m := newMapper(threadID, runID)
+		if replay {
+			// The ring no longer holds what the client missed, and steps
+			// or messages it saw open would never close: the state now,
+			// and the stream ends; the client watches on from here.
+			if s.write(snap.Seq, 1, Event{"type": "STATE_SNAPSHOT", "snapshot": viewOf(*snap)}) == nil {
+				s.write(snap.Seq, 2, m.failed("the events after Last-Event-ID are gone: the snapshot is the state now; "+
+					"GET the thread without Last-Event-ID to follow it", "resync"))
+			}
+			return
+		}
 		ended, err := s.opening(m, cur == nil, viewOf(*snap), pendingOf(snap))
 		if ended || err != nil {
 			return

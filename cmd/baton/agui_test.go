@@ -366,3 +366,22 @@ func TestAGUIResumeExact(t *testing.T) {
 		})
 	}
 }
+
+// TestAGUIResumeEvicted: a resume that finds the events it needs gone
+// from the ring (--buffer-size 16) gets the state now and a RUN_ERROR
+// "resync"; watching the thread from there works.
+func TestAGUIResumeEvicted(t *testing.T) {
+	base := startServer(t, "--buffer-size", "16")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	thread := newThread()
+	first := post(t, ctx, base, aguiInput(thread, "r1", "Compare Go and Rust", "plan"), nil)
+	whole := post(t, ctx, base, aguiInput(thread, "r2", "", "", yesTo(interrupts(t, first)[0]["id"])), nil)
+	rest := readSSE(t, aguiDo(t, ctx, http.MethodGet, base+"/agui/"+thread, nil, map[string]string{"Last-Event-ID": whole[3].id}), 0)
+	if len(rest) != 2 || rest[0].typ() != "STATE_SNAPSHOT" || rest[1].typ() != "RUN_ERROR" || rest[1].data["code"] != "resync" {
+		t.Fatalf("got %d events, want STATE_SNAPSHOT and RUN_ERROR resync", len(rest))
+	}
+	if want := attach(t, ctx, base, thread, nil); !reflect.DeepEqual(rest[0].data["snapshot"], want) {
+		t.Errorf("the snapshot is not the state now")
+	}
+}
