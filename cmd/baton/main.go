@@ -23,7 +23,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/baton-run/baton/aggregator"
+	"github.com/baton-run/baton/agui"
 	"github.com/baton-run/baton/failure"
 	"github.com/baton-run/baton/metrics"
 	"github.com/baton-run/baton/openai"
@@ -174,18 +177,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer waitCalls(log, calls) // before the tools are closed
 	c.opts.Loop.Tools, c.opts.Loop.Calls = set, calls
 	var pingStore func(context.Context) error // with --store redis: for /readyz
+	var threads agui.Store                    // AG-UI's threads: in Redis with --store redis, for every node
 	if c.store == "redis" {
 		copt := redisstore.ClusterOptions{Capacity: c.opts.BufferSize, TTL: max(2*c.opts.SessionTTL, time.Hour),
 			SessionTTL: c.opts.SessionTTL, Logger: log, GiveUpAfter: c.redisGiveUp, LeaseTTL: c.leaseTTL}
 		if tune, ok := ctx.Value(tuneKey{}).(func(*orchestrator.Options, *redisstore.ClusterOptions)); ok {
 			tune(&c.opts, &copt)
 		}
-		cl, closeCluster, ping, err := joinCluster(ctx, c, copt, log)
+		cl, closeCluster, rdb, err := joinCluster(ctx, c, copt, log)
 		if err != nil {
 			return fmt.Errorf("configure: %w", err)
 		}
 		defer closeCluster() // after the orchestrator's Close, which leaves the cluster
-		c.opts.Cluster, pingStore = cl, ping
+		c.opts.Cluster, threads = cl, agui.NewRedisStore(rdb)
+		pingStore = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	}
 	met := metrics.New()
 	c.opts.Observer = met
@@ -200,7 +205,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		orch.Close(context.Background())
 		return fmt.Errorf("listen on %s %q: %w", c.src("addr"), c.addr, err)
 	}
-	handler := routes(orch, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version)
+	// AG-UI over SSE, a client of /ws in process; its streams end when
+	// the server shuts down (after the drain), as /ws connections do.
+	ag := agui.New(orch, &agui.Options{Authenticate: c.opts.Authenticate, AllowedOrigins: c.opts.AllowedOrigins,
+		Store: threads, ThreadTTL: max(2*c.opts.SessionTTL, time.Hour), Logger: log})
+	defer ag.Close()
+	handler := routes(orch, ag, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version)
 	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
 		handler = wrap(handler)
 	}
@@ -209,6 +219,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() { ag.Close() })
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if c.debugAddr != "" {
@@ -274,15 +285,15 @@ const joinTimeout = 20 * time.Second
 
 // joinCluster connects to the Redis of --redis-url (one server, or the
 // master of a Sentinel setup) and joins the cluster of Batons using it, as
-// copt says. ping asks that Redis whether it answers.
+// copt says, and returns its client too.
 func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, log *slog.Logger) (cl *redisstore.Cluster, closeCluster func() error,
-	ping func(context.Context) error, err error) {
+	rdb *redis.Client, err error) {
 	rc, err := parseRedisURL(c.redisURL)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w (want %s)", c.src("redis-url"), err, redisURLForms)
 	}
 	logRedisTo(log)
-	rdb := rc.client()
+	rdb = rc.client()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -302,6 +313,5 @@ func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, 
 		return nil, nil, nil, fmt.Errorf("join the cluster on %s: %w", rc, err)
 	}
 	log.Info("joined the cluster", "node", cl.Node(), "redis", rc.String())
-	return cl, func() error { return errors.Join(cl.Close(), rdb.Close()) },
-		func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, nil
+	return cl, func() error { return errors.Join(cl.Close(), rdb.Close()) }, rdb, nil
 }

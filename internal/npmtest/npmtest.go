@@ -1,5 +1,6 @@
 // Package npmtest installs the npm packages the tests run — real MCP
-// servers, and TypeScript's tsc — pinned in npm/package-lock.json beside
+// servers, TypeScript's tsc, and AG-UI's @ag-ui/client and @ag-ui/core —
+// pinned in npm/package-lock.json beside
 // this file, once per lock, into npm/node_modules (ignored by git).
 // .ci/run installs them the same way before the tests; a test on a fresh
 // machine installs them itself.
