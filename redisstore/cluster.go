@@ -204,7 +204,7 @@ func (cl *Cluster) Open(ctx context.Context, id string, hooks orchestrator.RingH
 		return orchestrator.Opened{}, err
 	}
 	return orchestrator.Opened{Record: rec, Ring: ring, Checkpoint: loaded.Checkpoint,
-		CheckpointSeq: loaded.CheckpointSeq, BaseSeq: loaded.BaseSeq}, nil
+		CheckpointParts: loaded.CheckpointParts, CheckpointSeq: loaded.CheckpointSeq, BaseSeq: loaded.BaseSeq}, nil
 }
 
 func (cl *Cluster) Tail(ctx context.Context, id string, after uint64, fn func([]buffer.Entry) error) error {

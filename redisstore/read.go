@@ -16,8 +16,11 @@ import (
 type Loaded struct {
 	Info
 	// Checkpoint is the latest checkpoint written (nil if none), as of
-	// Info.CheckpointSeq.
+	// Info.CheckpointSeq: Ring.Checkpoint's data.
 	Checkpoint []byte
+	// CheckpointParts is the latest checkpoint written in parts
+	// (Ring.CheckpointParts), by name; nil if none.
+	CheckpointParts map[string][]byte
 }
 
 // OpenRing reads a session from Redis — its meta and every entry it
@@ -59,8 +62,16 @@ func (s *Store) OpenRing(ctx context.Context, id string, cb Callbacks) (*Ring, L
 	r.durSeq, r.durSum = info.LastSeq, m["last_sum"]
 	r.ackQueued = info.AckSeq
 	loaded := Loaded{Info: info}
-	if cp, ok := m["cp"]; ok {
-		loaded.Checkpoint = []byte(cp)
+	for f, v := range m {
+		switch {
+		case f == "cp":
+			loaded.Checkpoint = []byte(v)
+		case strings.HasPrefix(f, "cp:"):
+			if loaded.CheckpointParts == nil {
+				loaded.CheckpointParts = make(map[string][]byte)
+			}
+			loaded.CheckpointParts[f[len("cp:"):]] = []byte(v)
+		}
 	}
 	return r, loaded, nil
 }
