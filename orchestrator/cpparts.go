@@ -313,9 +313,12 @@ func assembleCheckpoint(parts map[string][]byte) ([]byte, error) {
 }
 
 // checkpointData is the checkpoint of a session opened from the store,
-// whole, nil when it has none.
+// whole, nil when it has none. A whole checkpoint beside parts was
+// written after them, by a Baton that knows no parts (every write of
+// this one that sets the whole checkpoint removes the parts, and the
+// first of a ring in parts removes the whole one): it is the latest.
 func (op *Opened) checkpointData() ([]byte, error) {
-	if len(op.CheckpointParts) == 0 {
+	if op.Checkpoint != nil || len(op.CheckpointParts) == 0 {
 		return op.Checkpoint, nil
 	}
 	b, err := assembleCheckpoint(op.CheckpointParts)
