@@ -239,6 +239,7 @@ def main():
     if before:
         brows, bmeta = load_results(before)
         bcompare = [r for r in brows if r.get("section") == "compare" and r["server"] == "baton"]
+    if before and bcompare:
         w("## Before and after\n")
         w(f"Baton's medians in this run beside those of an earlier one (`BENCH_BEFORE`: Baton "
           f"{bmeta.get('baton')}, measured {bmeta.get('date')}), the same loads and load tool.\n")
