@@ -155,6 +155,12 @@ func (t *tails) unsubscribe(sub *tailSub) {
 	}
 }
 
+// tailRetryMin and tailRetryMax bound the reader's pause after a failure.
+const (
+	tailRetryMin = 50 * time.Millisecond
+	tailRetryMax = 2 * time.Second
+)
+
 // kickTries bounds how many times kick unblocks the reader: it retries
 // only while the reader is between building its read and sending it.
 const kickTries = 20
@@ -205,7 +211,15 @@ func (t *tails) run() {
 		}
 	}()
 	ctx := context.Background()
-	retry := 50 * time.Millisecond
+	// retry is the pause before the next try after a failure: doubled at
+	// each failure in a row (up to tailRetryMax), so that an outage of
+	// Redis costs a log line every few seconds, not twenty a second.
+	retry := tailRetryMin
+	failed := func() bool {
+		ok := t.pause(retry)
+		retry = min(2*retry, tailRetryMax)
+		return ok
+	}
 	for {
 		streams, ids, from, ok := t.positions(conn != nil)
 		if !ok {
@@ -223,8 +237,8 @@ func (t *tails) run() {
 			if err != nil {
 				conn.Close()
 				conn = nil
-				t.s.log.Warn("redisstore: the tails' reader cannot reach Redis, retrying", "err", err)
-				if !t.pause(retry) {
+				t.s.log.Warn("redisstore: the tails' reader cannot reach Redis, retrying", "err", err, "in", retry)
+				if !failed() {
 					t.stopped()
 					return
 				}
@@ -233,6 +247,7 @@ func (t *tails) run() {
 			t.mu.Lock()
 			t.connID = id
 			t.mu.Unlock()
+			retry = tailRetryMin
 			continue // positions again, now that kicks can reach it
 		}
 		if len(streams) == 0 {
@@ -252,13 +267,13 @@ func (t *tails) run() {
 		case errors.Is(err, redis.Nil):
 			continue // nothing new, or unblocked: read again
 		case err != nil:
-			t.s.log.Warn("redisstore: the tails' read failed, reading again on a new connection", "err", err)
+			t.s.log.Warn("redisstore: the tails' read failed, reading again on a new connection", "err", err, "in", retry)
 			conn.Close()
 			conn = nil
 			t.mu.Lock()
 			t.connID = 0
 			t.mu.Unlock()
-			if !t.pause(retry) {
+			if !failed() {
 				t.stopped()
 				return
 			}
