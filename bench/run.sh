@@ -26,6 +26,7 @@
 #   BENCH_KEEP                a file to keep this run's raw results in
 #   BENCH_BEFORE              an earlier run's kept results: the report sets
 #       Baton's figures beside them (before/after)
+#   BENCH_SECTIONS (all)      "redis": only the Redis store's section
 set -euo pipefail
 # Supplied binaries are named from the caller's directory.
 baton=${BENCH_BATON_BIN:+$(realpath "$BENCH_BATON_BIN")}
@@ -159,6 +160,10 @@ say() { # the progress line of a report
   python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %s: %d events, %.0f/s, server %.2f µs/event, %.2f writes/event, p99 %.2f ms, %d violations" % (sys.argv[1], r["events"], r["events_per_sec"], r["server_cpu_us_per_event"], r["server_syscw_per_event"], r["latency_p99_ms"], r["violation_count"]))' "$1" >&2
 }
 
+# BENCH_SECTIONS=redis measures only the Redis store's section (a quick
+# before/after of the store; the report then has only that section).
+only_redis=0; [ "${BENCH_SECTIONS:-all}" = redis ] && only_redis=1
+if [ $only_redis = 0 ]; then
 echo "== Baton, bare and Socket.IO, $reps repetitions" >&2
 servers=(baton naive preencoded)
 [ $sio = 1 ] && servers+=(socketio)
@@ -219,6 +224,8 @@ for ring in 1000 16; do # the default ring, then one too small for what a sessio
   stop $spid
 done
 
+fi # only_redis
+
 echo "== the Redis store" >&2
 if command -v redis-server >/dev/null; then
   mkdir -p "$bin/redis"
@@ -227,15 +234,30 @@ if command -v redis-server >/dev/null; then
   rpid=$!
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$rport) 2>/dev/null && break; sleep 0.1; done
   redis="redis://127.0.0.1:$rport/0"
-  for store in memory redis; do
-    extra=(); [ $store = redis ] && extra=(--store redis --redis-url "$redis")
-    for n in 100 1000; do
-      runs=$(( n == 100 ? 20 : 2 ))
-      start_baton --sim-delay 0 "${extra[@]}"
-      measure section=redis store=$store -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 | say "$store $n"
-      stop $spid
+  flushredis() { # empties redis-server: every load starts from the same store
+    (exec 3<>/dev/tcp/127.0.0.1/$rport && printf 'FLUSHALL\r\n' >&3 && read -r -t 10 _ <&3)
+  }
+  # The comparison's loads with each store, interleaved as there: every
+  # load's first repetition with memory then Redis, then the second ones.
+  for rep in $(seq "$reps"); do
+    for l in u100 u1000 p1000; do
+      [ $l = p1000 ] && [ $pace = 0 ] && continue
+      case $l in
+        u100) n=100 runs=20 rate= ;;
+        u1000) n=1000 runs=2 rate= ;;
+        p1000) n=1000 runs=2 rate=20000 ;;
+      esac
+      for store in memory redis; do
+        extra=(); [ $store = redis ] && extra=(--store redis --redis-url "$redis")
+        flushredis
+        start_baton --sim-delay 0 "${extra[@]}"
+        measure section=redis store=$store load=$l rep=$rep -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json \
+          -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 ${rate:+-pace $rate} | say "$store $l #$rep"
+        stop $spid
+      done
     done
   done
+  flushredis
   # Two nodes on one Redis, every drop resumed on the other node.
   start_baton --sim-delay 20ms --store redis --redis-url "$redis"
   apid=$spid
@@ -253,10 +275,12 @@ else
   meta redis_skipped "redis-server is missing"
 fi
 
+if [ $only_redis = 0 ]; then
 echo "== the JavaScript client and go benchmarks" >&2
 node web/testdata/bench.mjs >"$bin/jsbench.txt" 2>&1 || echo "node is missing: not measured" >"$bin/jsbench.txt"
 go test -run '^$' -bench 'ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound|Event$|EventParallel' \
   -benchmem -count 1 ./orchestrator/ ./buffer/ ./wsproto/ ./solver/ ./metrics/ | grep -E '^Benchmark' >"$bin/gobench.txt" || true
+fi
 
 meta date "$(date -u +%Y-%m-%d)" nproc "$(nproc)" cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
   mem "$(free -g | awk '/Mem:/ {print $2}') GiB" go "$(go version | cut -d' ' -f3)" kernel "$(uname -r)" \

@@ -30,3 +30,20 @@ type Durable interface {
 	// checksum.
 	Durable() (seq uint64, checksum string)
 }
+
+// Parted is a Durable ring that takes its checkpoint in named parts, so
+// that a transition stores only the parts it changed: its cost is what
+// changed, not the whole state. The checkpoint is then the set of parts,
+// as the store returns it on opening the session; what a part holds is
+// opaque to the ring, as a whole checkpoint is.
+type Parted interface {
+	Durable
+	// CheckpointParts records a change of the checkpoint as of the latest
+	// appended seq: each part of parts is set to its value, or removed
+	// when its value is nil; with reset, every part not in parts is
+	// removed first. It is written with the current unit, after any
+	// earlier change. The ring keeps parts and its values as they are: do
+	// not modify them afterwards. Checkpoint(data) is CheckpointParts of
+	// one part named "" with reset.
+	CheckpointParts(parts map[string][]byte, reset bool)
+}

@@ -57,44 +57,69 @@ func (r *nopDurable) Checkpoint(data []byte)    { r.bytes = len(data) }
 func (r *nopDurable) Commit()                   {}
 func (r *nopDurable) Durable() (uint64, string) { return 0, "" }
 
+// nopParted is a nopDurable taking its checkpoint in parts (Redis's
+// ring): bytes is what the latest checkpoint changed.
+type nopParted struct{ nopDurable }
+
+func (r *nopParted) CheckpointParts(parts map[string][]byte, reset bool) {
+	r.bytes = 0
+	for _, b := range parts {
+		r.bytes += len(b)
+	}
+}
+
 // BenchmarkEmitCheckpointed is BenchmarkEmit with a durable ring and an
 // event that is checkpointed (a todo item's progress), in a run of n tasks
 // with a 1 KiB result each: encoding the session's state under its lock is
-// the price of a checkpoint at every transition.
+// the price of a checkpoint at every transition. whole is a ring taking
+// the whole checkpoint each time; parts one taking it in parts
+// (cpparts.go), as Redis's does, whose cost is the one task's part and the
+// head, whatever n.
 func BenchmarkEmitCheckpointed(b *testing.B) {
-	for _, n := range []int{1, 10, 50} {
-		b.Run(fmt.Sprintf("tasks=%d", n), func(b *testing.B) {
-			var ring *nopDurable
-			srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
-				&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: benchObserver, NewRing: func(n int) buffer.Ring {
-					ring = &nopDurable{Memory: buffer.NewMemory(n)}
-					return ring
-				}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer srv.Close(b.Context())
-			sess, _, _ := srv.newSession(context.Background(), "")
-			const runID = "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77"
-			tasks := make([]wsproto.Task, n)
-			for i := range tasks {
-				tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Research the background", DependsOn: []string{}}
-			}
-			sess.state.BeginSolving(runID, "Plan a garden", tasks)
-			for i := range sess.state.Run.Tasks {
-				sess.state.Run.Tasks[i].Status, sess.state.Run.Tasks[i].Result = wsproto.TaskCompleted, strings.Repeat("r", 1024)
-			}
-			sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving}}
-			meta := &wsproto.TodoItemProgress{RunID: runID, TaskID: "t1", Version: 1,
-				Item: wsproto.TodoItem{ID: "1", Content: "Gather material", Status: wsproto.TodoStatusInProgress, ToolCalls: 1}}
-			b.ReportAllocs()
-			for b.Loop() {
-				meta.Version++
-				sess.emit(wsproto.EventTodoItemProgress, "", "Gather material: in_progress", meta)
-			}
-			b.ReportMetric(float64(ring.bytes), "checkpoint-bytes")
-		})
+	for _, mode := range []string{"whole", "parts"} {
+		for _, n := range []int{1, 10, 50} {
+			b.Run(fmt.Sprintf("%s/tasks=%d", mode, n), func(b *testing.B) { benchCheckpointed(b, mode == "parts", n) })
+		}
 	}
+}
+
+func benchCheckpointed(b *testing.B, parted bool, n int) {
+	defer func(v func(full, assembled []byte)) { verifyParts = v }(verifyParts)
+	verifyParts = nil // the tests' check of every checkpoint is not what is measured
+	var ring *nopDurable
+	srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
+		&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: benchObserver, NewRing: func(n int) buffer.Ring {
+			if parted {
+				p := &nopParted{nopDurable{Memory: buffer.NewMemory(n)}}
+				ring = &p.nopDurable
+				return p
+			}
+			ring = &nopDurable{Memory: buffer.NewMemory(n)}
+			return ring
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close(b.Context())
+	sess, _, _ := srv.newSession(context.Background(), "")
+	const runID = "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77"
+	tasks := make([]wsproto.Task, n)
+	for i := range tasks {
+		tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Research the background", DependsOn: []string{}}
+	}
+	sess.state.BeginSolving(runID, "Plan a garden", tasks)
+	for i := range sess.state.Run.Tasks {
+		sess.state.Run.Tasks[i].Status, sess.state.Run.Tasks[i].Result = wsproto.TaskCompleted, strings.Repeat("r", 1024)
+	}
+	sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving}}
+	meta := &wsproto.TodoItemProgress{RunID: runID, TaskID: "t1", Version: 1,
+		Item: wsproto.TodoItem{ID: "1", Content: "Gather material", Status: wsproto.TodoStatusInProgress, ToolCalls: 1}}
+	b.ReportAllocs()
+	for b.Loop() {
+		meta.Version++
+		sess.emit(wsproto.EventTodoItemProgress, "", "Gather material: in_progress", meta)
+	}
+	b.ReportMetric(float64(ring.bytes), "checkpoint-bytes")
 }
 
 // BenchmarkCheckpointHistory is BenchmarkEmitCheckpointed's 1-task state

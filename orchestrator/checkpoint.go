@@ -194,14 +194,22 @@ type durable struct {
 	// is encoded once per change, not at every transition.
 	history     []byte
 	historyLast string
+
+	// parts, when the ring takes its checkpoint in parts (cpparts.go).
+	parts *cpParts
 }
 
 // newDurable returns the link to ring when it is durable, else nil.
 func newDurable(ring buffer.Ring) *durable {
-	if d, ok := ring.(buffer.Durable); ok {
-		return &durable{ring: d}
+	d, ok := ring.(buffer.Durable)
+	if !ok {
+		return nil
 	}
-	return nil
+	dur := &durable{ring: d}
+	if p, ok := ring.(buffer.Parted); ok {
+		dur.parts = &cpParts{ring: p, fresh: true}
+	}
+	return dur
 }
 
 // neutral reports whether an event leaves the checkpoint as it was: the
@@ -226,21 +234,33 @@ func (sess *session) transitionLocked(seq uint64, event string, meta any) {
 		r.cp.apply(meta)
 	}
 	if !neutral(event) {
-		sess.checkpointLocked()
+		sess.checkpointLocked(scopeOf(meta))
 	}
 	sess.dur.ring.Commit()
 }
 
 // changedLocked ends the unit of a change made without an event.
-func (sess *session) changedLocked() {
+func (sess *session) changedLocked() { sess.changedScopeLocked(scopeAll) }
+
+// changedScopeLocked ends the unit of a change made without an event,
+// which changed only what sc says of the tasks and their journals.
+func (sess *session) changedScopeLocked(sc scope) {
 	if sess.dur == nil || sess.closed || sess.ctx.Err() != nil {
 		return // a session being freed (or a server closing) changes nothing in the store
 	}
-	sess.checkpointLocked()
+	sess.checkpointLocked(sc)
 	sess.dur.ring.Commit()
 }
 
-func (sess *session) checkpointLocked() {
+// checkpointLocked gives the ring the checkpoint: in parts, of which sc
+// says which may have changed, when it takes parts; else whole.
+func (sess *session) checkpointLocked(sc scope) {
+	if sess.dur.parts != nil {
+		if err := sess.checkpointPartsLocked(sc); err != nil {
+			sess.srv.log.Error("encode checkpoint", "session", sess.id, "err", err)
+		}
+		return
+	}
 	cp := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Run: sess.state.Run, Followed: sess.followed}
 	if r := sess.run; r != nil && r.cp != nil && !r.cp.ended {
 		cp.Exec = r.cp

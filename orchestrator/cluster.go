@@ -117,6 +117,9 @@ type Opened struct {
 	// as of seq CheckpointSeq; the ring's events after it are its tail.
 	Checkpoint    []byte
 	CheckpointSeq uint64
+	// CheckpointParts is the checkpoint instead when the ring took it in
+	// parts (buffer.Parted), by name; nil otherwise.
+	CheckpointParts map[string][]byte
 	// BaseSeq is the seq just before the oldest event the ring holds.
 	BaseSeq uint64
 }

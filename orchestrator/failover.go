@@ -153,7 +153,12 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 		closeRing(op.Ring, s)
 		return nil, fmt.Errorf("load %s: events after the checkpoint: %w", id, err)
 	}
-	sess, err := s.restore(ctx, id, op.Record, op.Ring, op.Checkpoint, tail, func(sess *session) {
+	data, err := op.checkpointData()
+	if err != nil {
+		closeRing(op.Ring, s)
+		return nil, fmt.Errorf("load %s: %w", id, err)
+	}
+	sess, err := s.restore(ctx, id, op.Record, op.Ring, data, tail, func(sess *session) {
 		sess.shared = op.Ring
 		late.Store(sess)
 	})
@@ -262,9 +267,13 @@ func (r *run) endStored() bool {
 func stateOf(ctx context.Context, op Opened, historyRuns int) (wsproto.State, error) {
 	st := wsproto.State{HistoryLimit: historyRuns}
 	after := op.CheckpointSeq
-	if op.Checkpoint != nil {
+	data, err := op.checkpointData()
+	if err != nil {
+		return st, err
+	}
+	if data != nil {
 		var cp checkpoint
-		if err := json.Unmarshal(op.Checkpoint, &cp); err != nil {
+		if err := json.Unmarshal(data, &cp); err != nil {
 			return st, fmt.Errorf("decode checkpoint: %w", err)
 		}
 		st = wsproto.State{Phase: cp.Phase, Run: cp.Run, History: cp.History, HistoryLimit: historyRuns}

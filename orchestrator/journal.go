@@ -132,7 +132,7 @@ func (e taskEvents) Replied(taskID string, r solver.Round) {
 		return
 	}
 	x.journalReply(taskID, r)
-	sess.changedLocked()
+	sess.changedScopeLocked(scope{task: taskID})
 }
 
 // journalReply records a reply as the task's latest round.

@@ -1,9 +1,13 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +18,45 @@ import (
 	"github.com/baton-run/baton/solver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	verifyParts = checkParts
+	goleak.VerifyTestMain(partsChecked{m})
+}
+
+// partsMismatch is the first checkpoint whose parts did not assemble to
+// the whole checkpoint (verifyParts), "" while none.
+var partsMismatch struct {
+	sync.Mutex
+	first string
+}
+
+// checkParts is verifyParts in every test: a checkpoint stored in parts
+// must assemble to the whole checkpoint, at every transition of every
+// test that has a durable ring taking parts.
+func checkParts(full, assembled []byte) {
+	if bytes.Equal(full, assembled) {
+		return
+	}
+	partsMismatch.Lock()
+	defer partsMismatch.Unlock()
+	if partsMismatch.first == "" {
+		partsMismatch.first = fmt.Sprintf("whole:\n%s\nassembled from parts:\n%s", full, assembled)
+	}
+}
+
+// partsChecked fails the run when any checkpoint's parts did not match.
+type partsChecked struct{ m *testing.M }
+
+func (p partsChecked) Run() int {
+	code := p.m.Run()
+	partsMismatch.Lock()
+	defer partsMismatch.Unlock()
+	if partsMismatch.first != "" {
+		fmt.Fprintf(os.Stderr, "FAIL: a checkpoint's parts do not assemble to the checkpoint:\n%s\n", partsMismatch.first)
+		return 1
+	}
+	return code
+}
 
 func simModels() Models { return Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}} }
 

@@ -84,12 +84,15 @@ type durRing struct {
 	*buffer.Memory
 	st *store
 
-	mu   sync.Mutex // guards unit, cp
+	mu   sync.Mutex // guards unit, cp, parts
 	unit []buffer.Entry
 	cp   []byte
+	// parts is every part of the checkpoint the ring was given
+	// (CheckpointParts); cp is them assembled, at each change.
+	parts map[string][]byte
 }
 
-var _ buffer.Durable = (*durRing)(nil)
+var _ buffer.Parted = (*durRing)(nil)
 
 func (r *durRing) Append(ctx context.Context, id string, encode func(uint64) ([]byte, error)) (buffer.Entry, error) {
 	if r.st.isFrozen() {
@@ -108,6 +111,28 @@ func (r *durRing) Checkpoint(data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cp = bytes.Clone(data)
+}
+
+// CheckpointParts keeps the parts, and has the store take them
+// assembled (assembleCheckpoint): what Restore reads from Redis.
+func (r *durRing) CheckpointParts(parts map[string][]byte, reset bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reset || r.parts == nil {
+		r.parts = make(map[string][]byte)
+	}
+	for name, b := range parts {
+		if b == nil {
+			delete(r.parts, name)
+		} else {
+			r.parts[name] = bytes.Clone(b)
+		}
+	}
+	cp, err := assembleCheckpoint(r.parts)
+	if err != nil {
+		panic(fmt.Sprintf("checkpoint parts that do not assemble: %v", err))
+	}
+	r.cp = cp
 }
 
 func (r *durRing) Commit() {

@@ -86,9 +86,10 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 	return &Cluster{store: store, node: node, capacity: opt.Capacity, tails: tails}, nil
 }
 
-// tailClient returns a client of rdb's Redis for the tails. Each running
-// tail (a client served here of a session another node owns) holds a
-// connection in a blocking read: they get their own pool. A failover
+// tailClient returns a client of rdb's Redis for the tails (the clients
+// served here of sessions another node owns): one of its connections
+// blocks in the Store's one XREAD for all of them, and the others answer
+// their checks, apart from the writer's pool. A failover
 // client's copy would dial through rdb's sentinels but keep its pooled
 // connections to a demoted master, which only rdb's pool drops on a
 // switch: the tails get a failover client of their own instead.
@@ -204,7 +205,7 @@ func (cl *Cluster) Open(ctx context.Context, id string, hooks orchestrator.RingH
 		return orchestrator.Opened{}, err
 	}
 	return orchestrator.Opened{Record: rec, Ring: ring, Checkpoint: loaded.Checkpoint,
-		CheckpointSeq: loaded.CheckpointSeq, BaseSeq: loaded.BaseSeq}, nil
+		CheckpointParts: loaded.CheckpointParts, CheckpointSeq: loaded.CheckpointSeq, BaseSeq: loaded.BaseSeq}, nil
 }
 
 func (cl *Cluster) Tail(ctx context.Context, id string, after uint64, fn func([]buffer.Entry) error) error {

@@ -16,7 +16,9 @@
 //     token (hex SHA-256 of the resume token), subject, cap, last_seq and
 //     last_sum (the latest seq and its checksum c(last)), base_seq and
 //     base_sum (the seq just before the oldest retained entry and c(base)),
-//     ack_seq, cp (the latest checkpoint) and cp_seq (the seq it is as of),
+//     ack_seq, the latest checkpoint — cp (a whole one, Ring.Checkpoint)
+//     or cp:NAME for each of its parts (Ring.CheckpointParts) — and cp_seq
+//     (the seq it is as of),
 //     conn (the attached connection) or detached (when the last one left,
 //     unix ms), dttl (Options.SessionTTL in ms), and lost_writes (how many
 //     seqs Redis lost after acknowledging them, fenced; absent when none).

@@ -36,15 +36,16 @@ func (s *Store) fence(ctx context.Context, j job, behind error) error {
 		lastSum = f[1]
 	}
 	r := j.r
+	args := []any{s.opt.Node, s.opt.TTL.Milliseconds(), last, lastSum, j.from, j.fromSum, "0", 0}
 	r.mu.Lock()
-	cp, cpSeq, hasCp := r.durCp, r.durCpSeq, r.hasDurCp
-	r.mu.Unlock()
-	hasCpArg := "0"
-	if hasCp {
-		hasCpArg = "1"
+	if r.hasDurCp {
+		args[6], args[7] = "1", r.durCpSeq
+		for name, data := range r.durParts {
+			args = append(args, cpField(name), data)
+		}
 	}
-	lost, err := fenceScript.Run(ctx, s.client, r.keys[:], s.opt.Node, s.opt.TTL.Milliseconds(),
-		last, lastSum, j.from, j.fromSum, hasCpArg, cp, cpSeq).Int64()
+	r.mu.Unlock()
+	lost, err := fenceScript.Run(ctx, s.client, r.keys[:], args...).Int64()
 	if err != nil {
 		return fmt.Errorf("fence lost writes: %w", err)
 	}

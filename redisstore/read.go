@@ -16,8 +16,11 @@ import (
 type Loaded struct {
 	Info
 	// Checkpoint is the latest checkpoint written (nil if none), as of
-	// Info.CheckpointSeq.
+	// Info.CheckpointSeq: Ring.Checkpoint's data.
 	Checkpoint []byte
+	// CheckpointParts is the latest checkpoint written in parts
+	// (Ring.CheckpointParts), by name; nil if none.
+	CheckpointParts map[string][]byte
 }
 
 // OpenRing reads a session from Redis — its meta and every entry it
@@ -59,8 +62,16 @@ func (s *Store) OpenRing(ctx context.Context, id string, cb Callbacks) (*Ring, L
 	r.durSeq, r.durSum = info.LastSeq, m["last_sum"]
 	r.ackQueued = info.AckSeq
 	loaded := Loaded{Info: info}
-	if cp, ok := m["cp"]; ok {
-		loaded.Checkpoint = []byte(cp)
+	for f, v := range m {
+		switch {
+		case f == "cp":
+			loaded.Checkpoint = []byte(v)
+		case strings.HasPrefix(f, "cp:"):
+			if loaded.CheckpointParts == nil {
+				loaded.CheckpointParts = make(map[string][]byte)
+			}
+			loaded.CheckpointParts[f[len("cp:"):]] = []byte(v)
+		}
 	}
 	return r, loaded, nil
 }
@@ -146,13 +157,15 @@ const tailBatch = 256
 // session leaves Redis (ErrNotFound). ErrAhead when after is past the last
 // seq Redis holds.
 //
-// Tail blocks on XREAD for up to Options.TailBlock at a time, so it
-// notices a done ctx that much late; while it runs it holds one
-// connection of Options.TailClient's pool.
+// The Store's Tails share one connection, blocked in one XREAD for all of
+// them (tails.go), when Options.TailClient is a *redis.Client; fn runs on
+// Tail's goroutine, and a slow fn holds up no other Tail. A session
+// without a new entry for Options.TailBlock is checked (still there,
+// still holding what follows). ErrClosed once the Store closes.
 func (s *Store) Tail(ctx context.Context, id string, after uint64, fn func([]buffer.Entry) error) error {
 	k := keysOf(id)
 	c := s.opt.TailClient
-	check := func() error {
+	checkAt := func(after uint64) error {
 		v, err := c.HMGet(ctx, k[0], "owner", "last_seq", "last_sum", "base_seq", "base_sum").Result()
 		if err != nil {
 			return fmt.Errorf("redisstore: tail session %s: %w", id, err)
@@ -163,9 +176,16 @@ func (s *Store) Tail(ctx context.Context, id string, after uint64, fn func([]buf
 		}
 		return pos.check(after)
 	}
-	if err := check(); err != nil {
+	if err := checkAt(after); err != nil {
 		return err
 	}
+	if s.tails != nil {
+		return s.tailShared(ctx, id, after, checkAt, fn)
+	}
+	// A cluster client: XREAD cannot span sessions in other slots, so
+	// this Tail blocks on a connection of its own, for up to TailBlock at
+	// a time (it notices a done ctx that much late).
+	check := func() error { return checkAt(after) }
 	for {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("redisstore: tail session %s: %w", id, err)

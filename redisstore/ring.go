@@ -11,9 +11,9 @@ import (
 )
 
 var (
-	_ buffer.Durable = (*Ring)(nil)
-	_ buffer.Sizer   = (*Ring)(nil)
-	_ io.Closer      = (*Ring)(nil)
+	_ buffer.Parted = (*Ring)(nil)
+	_ buffer.Sizer  = (*Ring)(nil)
+	_ io.Closer     = (*Ring)(nil)
 )
 
 // Callbacks tell the owner of a ring what became of its writes. Both are
@@ -69,9 +69,10 @@ type Ring struct {
 	// durSeq and durSum are the latest seq Redis holds and its checksum.
 	durSeq uint64
 	durSum string
-	// durCp and durCpSeq are the latest checkpoint Redis acknowledged,
-	// if hasDurCp: written again should Redis lose it (fence).
-	durCp    []byte
+	// durParts and durCpSeq are the latest checkpoint Redis acknowledged
+	// (every part), if hasDurCp: written again should Redis lose it
+	// (fence).
+	durParts map[string][]byte
 	durCpSeq uint64
 	hasDurCp bool
 	// lost is why the ring stopped writing; lostTold that OnLost was
@@ -93,19 +94,21 @@ type Ring struct {
 }
 
 // unit is queued work: events in seq order, the highest ack, and the
-// latest checkpoint.
+// change of the checkpoint, if hasCp: the parts it sets (a nil value
+// removes the part), after removing every other part if cpReset.
 type unit struct {
-	events []buffer.Chained
-	ack    uint64
-	cp     []byte
-	cpSeq  uint64
-	hasCp  bool
+	events  []buffer.Chained
+	ack     uint64
+	cp      map[string][]byte
+	cpReset bool
+	cpSeq   uint64
+	hasCp   bool
 }
 
 func (u *unit) empty() bool { return len(u.events) == 0 && u.ack == 0 && !u.hasCp }
 
 // then returns u followed by v: v's events after u's, the higher ack, and
-// v's checkpoint if it has one.
+// v's change of the checkpoint after u's.
 func (u unit) then(v unit) unit {
 	if u.empty() {
 		return v
@@ -113,9 +116,22 @@ func (u unit) then(v unit) unit {
 	u.events = append(u.events, v.events...)
 	u.ack = max(u.ack, v.ack)
 	if v.hasCp {
-		u.cp, u.cpSeq, u.hasCp = v.cp, v.cpSeq, true
+		u.checkpoint(v.cp, v.cpReset, v.cpSeq)
 	}
 	return u
+}
+
+// checkpoint adds a change of the checkpoint as of seq to u's. u's map
+// is u's own (a copy is made the first time), so the caller's is never
+// modified.
+func (u *unit) checkpoint(parts map[string][]byte, reset bool, seq uint64) {
+	if reset || !u.hasCp {
+		u.cp, u.cpReset = make(map[string][]byte, len(parts)), reset
+	}
+	for k, v := range parts {
+		u.cp[k] = v
+	}
+	u.cpSeq, u.hasCp = seq, true
 }
 
 // minMaxPending is the least default backlog bound: a small ring must
@@ -190,16 +206,26 @@ func (r *Ring) Checksum(ctx context.Context, seq uint64) (string, error) {
 // Last implements buffer.Ring.
 func (r *Ring) Last(ctx context.Context) (uint64, string, error) { return r.mem.Last(ctx) }
 
-// Checkpoint implements buffer.Durable. The ring keeps data as it is: do
-// not modify it afterwards.
+// Checkpoint implements buffer.Durable: the checkpoint is the one part
+// named "" (meta's cp field). The ring keeps data as it is: do not modify
+// it afterwards.
 func (r *Ring) Checkpoint(data []byte) {
+	if data == nil {
+		data = []byte{} // nil would remove the part
+	}
+	r.CheckpointParts(map[string][]byte{"": data}, true)
+}
+
+// CheckpointParts implements buffer.Parted: a part named n is meta's
+// field cp:n.
+func (r *Ring) CheckpointParts(parts map[string][]byte, reset bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.writingLocked() {
 		return
 	}
 	last, _, _ := r.mem.Last(context.Background())
-	r.open.cp, r.open.cpSeq, r.open.hasCp = data, last, true
+	r.open.checkpoint(parts, reset, last)
 }
 
 // Commit implements buffer.Durable: the work queued since the last Commit

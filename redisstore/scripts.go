@@ -35,6 +35,18 @@ local function expire(meta, events, ttl)
 end
 `
 
+// dropCheckpointLua removes every part of a session's checkpoint from
+// meta: the field cp (a whole checkpoint) and every cp:NAME (a part).
+const dropCheckpointLua = `
+local function dropCheckpoint(meta)
+  local del = {}
+  for _, f in ipairs(redis.call('HKEYS', meta)) do
+    if f == 'cp' or string.sub(f, 1, 3) == 'cp:' then del[#del + 1] = f end
+  end
+  if #del > 0 then redis.call('HDEL', meta, unpack(del)) end
+end
+`
+
 // createScript writes a new session's meta hash, owned by ARGV[1], and
 // drops any stale stream left under its id.
 //
@@ -116,10 +128,16 @@ return 1
 // (CONFLICT otherwise). A last_seq below the writer's is BEHIND: the
 // store lost writes it had acknowledged (fenceScript).
 //
+// The checkpoint is written as a change of its parts (cpField): with
+// reset, every part is removed first; then the parts set are set and
+// the parts removed are removed. A transition thus writes what changed.
+//
 // KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), cap, from seq,
-// c(from), ack (0 = none), has checkpoint ("1"/"0"), checkpoint,
-// checkpoint seq, then per event: seq, data, c(seq) — seqs from+1 on.
-var appendScript = redis.NewScript(expireLua + `
+// c(from), ack (0 = none), has checkpoint ("1"/"0"), reset ("1"/"0"),
+// checkpoint seq, the number of parts set (s), the number of parts
+// removed (d), then s pairs of field and value, then d fields, then per
+// event: seq, data, c(seq) — seqs from+1 on.
+var appendScript = redis.NewScript(expireLua + dropCheckpointLua + `
 local meta, events = KEYS[1], KEYS[2]
 local f = redis.call('HMGET', meta, 'owner', 'last_seq', 'last_sum', 'base_seq', 'ack_seq')
 local owner = f[1]
@@ -132,8 +150,10 @@ end
 local last, lastSum = tonumber(f[2]), f[3]
 local base, acked = tonumber(f[4]), tonumber(f[5])
 local from = tonumber(ARGV[4])
-local n = (#ARGV - 9) / 3
--- c of this call's k-th event (k from 1) is ARGV[9+3k]; its seq ARGV[7+3k].
+local ns, nd = tonumber(ARGV[10]), tonumber(ARGV[11])
+local e0 = 11 + 2 * ns + nd
+local n = (#ARGV - e0) / 3
+-- c of this call's k-th event (k from 1) is ARGV[e0+3k]; its seq ARGV[e0-2+3k].
 if last < from then
   return redis.error_reply('BEHIND ' .. last .. ' ' .. lastSum)
 end
@@ -141,19 +161,19 @@ if last > from + n then
   return redis.error_reply('CONFLICT store holds seq ' .. last .. ', the writer had ' .. from)
 end
 local want = ARGV[5]
-if last > from then want = ARGV[9 + 3 * (last - from)] end
+if last > from then want = ARGV[e0 + 3 * (last - from)] end
 if lastSum ~= want then
   return redis.error_reply('CONFLICT store holds another chain at seq ' .. last)
 end
 for k = last - from + 1, n do
-  local i = 7 + 3 * k
+  local i = e0 - 2 + 3 * k
   redis.call('XADD', events, ARGV[i] .. '-0', 'd', ARGV[i + 1], 'c', ARGV[i + 2])
 end
 local h = {}
 if n > 0 then
   last = from + n
   h[#h + 1] = 'last_seq'; h[#h + 1] = last
-  h[#h + 1] = 'last_sum'; h[#h + 1] = ARGV[9 + 3 * n]
+  h[#h + 1] = 'last_sum'; h[#h + 1] = ARGV[e0 + 3 * n]
 end
 local ack = tonumber(ARGV[6])
 if ack > last then
@@ -166,7 +186,7 @@ local newBase = math.max(base, last - tonumber(ARGV[3]), ack)
 if newBase > base then
   local sum
   if newBase > from then
-    sum = ARGV[9 + 3 * (newBase - from)]
+    sum = ARGV[e0 + 3 * (newBase - from)]
   else
     local e = redis.call('XRANGE', events, newBase .. '-0', newBase .. '-0')
     local fields = e[1][2]
@@ -179,7 +199,11 @@ if newBase > base then
   h[#h + 1] = 'base_sum'; h[#h + 1] = sum
 end
 if ARGV[7] == '1' then
-  h[#h + 1] = 'cp'; h[#h + 1] = ARGV[8]
+  if ARGV[8] == '1' then dropCheckpoint(meta) end
+  for k = 1, ns do
+    h[#h + 1] = ARGV[10 + 2 * k]; h[#h + 1] = ARGV[11 + 2 * k]
+  end
+  if nd > 0 then redis.call('HDEL', meta, unpack(ARGV, 12 + 2 * ns, e0)) end
   h[#h + 1] = 'cp_seq'; h[#h + 1] = ARGV[9]
 end
 if #h > 0 then redis.call('HSET', meta, unpack(h)) end
@@ -197,8 +221,8 @@ return last
 // base, as if the events between had been evicted: a client that holds
 // them continues, one behind them resyncs. The events it still holds are
 // dropped with them (the stream must hold base+1 … last), the writer's
-// latest checkpoint is written again (the store's may be older than the
-// lost events), and the fence is counted in meta's lost_writes.
+// latest checkpoint is written again, every part (the store's may be
+// older than the lost events), and the fence is counted in meta's lost_writes.
 //
 // It refuses as the append script does: NOSESSION, NOTOWNER, and CONFLICT
 // unless the store still holds ARGV[3] with checksum ARGV[4] (what the
@@ -206,8 +230,9 @@ return last
 //
 // KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), the store's last
 // seq, its c(last), the writer's seq, its c, has checkpoint ("1"/"0"),
-// checkpoint, checkpoint seq.
-var fenceScript = redis.NewScript(`
+// checkpoint seq, then pairs of field and value: every part of the
+// checkpoint.
+var fenceScript = redis.NewScript(dropCheckpointLua + `
 local meta, events = KEYS[1], KEYS[2]
 local f = redis.call('HMGET', meta, 'owner', 'last_seq', 'last_sum')
 local owner = f[1]
@@ -224,7 +249,10 @@ end
 redis.call('DEL', events)
 redis.call('HSET', meta, 'last_seq', to, 'last_sum', ARGV[6], 'base_seq', to, 'base_sum', ARGV[6])
 if ARGV[7] == '1' then
-  redis.call('HSET', meta, 'cp', ARGV[8], 'cp_seq', ARGV[9])
+  dropCheckpoint(meta)
+  local h = {'cp_seq', ARGV[8]}
+  for i = 9, #ARGV do h[#h + 1] = ARGV[i] end
+  redis.call('HSET', meta, unpack(h))
 end
 redis.call('HINCRBY', meta, 'lost_writes', to - last)
 local ttl = tonumber(ARGV[2])

@@ -85,10 +85,13 @@ type Options struct {
 	// entries; it bounds how late Tail notices its ctx is done. Defaults
 	// to 1 second.
 	TailBlock time.Duration
-	// TailClient is the client Tail's blocking reads use. Each running
-	// Tail holds one of its pooled connections, so give Tail its own client
-	// when many tails would starve the writer of the store's pool.
-	// Defaults to the store's client.
+	// TailClient is the client Tail's blocking reads use. When it is a
+	// *redis.Client, every Tail of the Store shares one of its
+	// connections, blocked in one XREAD for all of them, and its pool
+	// answers the Tails' other reads; otherwise (a cluster client) each
+	// running Tail holds one of its pooled connections, so give Tail its
+	// own client when many tails would starve the writer of the store's
+	// pool. Defaults to the store's client.
 	TailClient redis.UniversalClient
 }
 
@@ -110,6 +113,11 @@ type Store struct {
 	exited   bool       // the writer returned: nothing more is written
 	written  stats
 	replicas replicaSet // what a write needs to count (Options.Replicas)
+
+	// tails is the one reader of every Tail's stream (tails.go), when
+	// Options.TailClient is a *redis.Client (a single server or a
+	// Sentinel's master); else each Tail reads on its own connection.
+	tails *tails
 }
 
 // stats counts the writer's work (atomics: read by Stats).
@@ -166,6 +174,9 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 		done:     make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 	}
+	if c, ok := opt.TailClient.(*redis.Client); ok {
+		s.tails = &tails{s: s, client: c, wakeup: make(chan struct{}, 1)}
+	}
 	go s.run() // owned by s: Close waits for done
 	return s, nil
 }
@@ -179,6 +190,9 @@ var _ io.Closer = (*Store)(nil)
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.stop) })
 	<-s.done
+	if s.tails != nil {
+		s.tails.close()
+	}
 	return nil
 }
 

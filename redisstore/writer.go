@@ -216,17 +216,38 @@ func (s *Store) abandon() {
 // args returns the append script's arguments for the ring's flight.
 func (j job) args() []any {
 	r, u := j.r, &j.r.flight
-	hasCp := "0"
+	hasCp, reset := "0", "0"
 	if u.hasCp {
 		hasCp = "1"
 	}
-	a := make([]any, 0, 9+3*len(u.events))
+	if u.cpReset {
+		reset = "1"
+	}
+	var set, del []any
+	for name, data := range u.cp {
+		if data == nil {
+			del = append(del, cpField(name))
+		} else {
+			set = append(set, cpField(name), data)
+		}
+	}
+	a := make([]any, 0, 11+len(set)+len(del)+3*len(u.events))
 	a = append(a, r.s.opt.Node, r.s.opt.TTL.Milliseconds(), r.mem.Cap(), j.from, j.fromSum,
-		u.ack, hasCp, u.cp, u.cpSeq)
+		u.ack, hasCp, reset, u.cpSeq, len(set)/2, len(del))
+	a = append(append(a, set...), del...)
 	for _, e := range u.events {
 		a = append(a, e.Seq, e.Data, e.Sum)
 	}
 	return a
+}
+
+// cpField is the meta field of a checkpoint's part: cp for the part ""
+// (a whole checkpoint, Ring.Checkpoint), cp:NAME for the others.
+func cpField(name string) string {
+	if name == "" {
+		return "cp"
+	}
+	return "cp:" + name
 }
 
 // written: the flight is in Redis. Durable advances and OnDurable gets its
@@ -234,8 +255,18 @@ func (j job) args() []any {
 func (r *Ring) written() {
 	r.mu.Lock()
 	ev := r.flight.events
-	if r.flight.hasCp {
-		r.durCp, r.durCpSeq, r.hasDurCp = r.flight.cp, r.flight.cpSeq, true
+	if u := &r.flight; u.hasCp {
+		if u.cpReset || r.durParts == nil {
+			r.durParts = make(map[string][]byte, len(u.cp))
+		}
+		for name, data := range u.cp {
+			if data == nil {
+				delete(r.durParts, name)
+			} else {
+				r.durParts[name] = data
+			}
+		}
+		r.durCpSeq, r.hasDurCp = u.cpSeq, true
 	}
 	r.flight, r.inflight = unit{}, false
 	r.pending -= len(ev)
