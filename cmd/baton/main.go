@@ -200,7 +200,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		orch.Close(context.Background())
 		return fmt.Errorf("listen on %s %q: %w", c.src("addr"), c.addr, err)
 	}
-	handler := routes(orch, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version)
+	dialect := newMyagent(orch, c, log)
+	defer dialect.Close() // its connections' sessions stay the orchestrator's
+	handler := routes(orch, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version, dialect, c.myagent.path)
 	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
 		handler = wrap(handler)
 	}

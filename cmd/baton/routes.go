@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-run/baton/internal/proc"
+	"github.com/baton-run/baton/myagent"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/web"
 )
@@ -18,10 +19,13 @@ import (
 // routes is Baton's whole HTTP surface. ready says why Baton should get no
 // new clients now, "" when it should (readiness); version is what /healthz
 // says Baton is (buildInfo.Version).
-func routes(orch *orchestrator.Server, metrics http.Handler, ready func(context.Context) string, version string) http.Handler {
+func routes(orch *orchestrator.Server, metrics http.Handler, ready func(context.Context) string, version string,
+	dialect *myagent.Handler, myagentPath string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", orch)
-	mux.Handle("GET /", web.Handler()) // the UI, and the JS client at /baton-client.mjs (and .js)
+	// The UI, and the JS client at /baton-client.mjs (and .js); the
+	// WebSocket upgrades of / (and --myagent-path) speak the myagent dialect.
+	myagentRoutes(mux, dialect, web.Handler(), myagentPath)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version,

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// maFrame is a frame of the myagent dialect, as decoded.
+type maFrame map[string]any
+
+func (f maFrame) event() string { s, _ := f["event"].(string); return s }
+func (f maFrame) sid() string   { s, _ := f["session_id"].(string); return s }
+func (f maFrame) meta() map[string]any {
+	m, _ := f["metadata"].(map[string]any)
+	return m
+}
+func (f maFrame) content() map[string]any {
+	m, _ := f["content"].(map[string]any)
+	return m
+}
+
+// maConn is a test client of the myagent dialect.
+type maConn struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+// maURL is the dialect's URL on base: / (path "") or another path.
+func maURL(base, path string) string {
+	return "ws" + strings.TrimPrefix(base, "http") + "/" + strings.TrimPrefix(path, "/")
+}
+
+// dialMA opens a dialect connection and reads its system.connected.
+func dialMA(t *testing.T, url string) *maConn {
+	t.Helper()
+	c, resp, err := tryDialMA(t, url)
+	if err != nil {
+		t.Fatalf("dial %s: %v (%v)", url, err, resp)
+	}
+	if f := c.next(); f.event() != "system.connected" || f.meta()["connection_id"] == "" {
+		t.Fatalf("first frame %v", f)
+	}
+	return c
+}
+
+func tryDialMA(t *testing.T, url string) (*maConn, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, url, nil)
+	if err != nil {
+		return nil, resp, err
+	}
+	ws.SetReadLimit(1 << 24)
+	t.Cleanup(func() { ws.CloseNow() })
+	return &maConn{t: t, ws: ws}, resp, nil
+}
+
+func (c *maConn) send(v any) {
+	c.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+func (c *maConn) next() maFrame {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	var f maFrame
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	if err := d.Decode(&f); err != nil {
+		c.t.Fatalf("frame %s: %v", b, err)
+	}
+	return f
+}
+
+// until reads until a frame of event (and of session sid when not "")
+// arrives; it returns the frames read, that one last.
+func (c *maConn) until(event, sid string) []maFrame {
+	c.t.Helper()
+	var seen []maFrame
+	for {
+		f := c.next()
+		seen = append(seen, f)
+		if f.event() == event && (sid == "" || f.sid() == sid) {
+			return seen
+		}
+	}
+}
+
+// create creates a session and returns its id.
+func (c *maConn) create() string {
+	c.t.Helper()
+	c.send(map[string]any{"event": "user.create_session", "content": map[string]any{"init": true}})
+	f := c.next()
+	if f.event() != "agent.session_created" || f.sid() == "" || f.meta()["agent_name"] != "baton" || f.meta()["connection_id"] == "" {
+		c.t.Fatalf("create_session answered %v", f)
+	}
+	return f.sid()
+}
+
+// checkSeqs: every sequenced frame of sid in frames continues the one
+// before it (from after), with the event id the dialect gives it.
+func checkSeqs(t *testing.T, frames []maFrame, sid string, after int) int {
+	t.Helper()
+	for _, f := range frames {
+		if f.sid() != sid {
+			continue
+		}
+		n, ok := f["seq"].(float64)
+		if !ok {
+			continue
+		}
+		if int(n) != after+1 || f["event_id"] != fmt.Sprintf("%s-%d", sid, int(n)) {
+			t.Fatalf("seq %v event_id %v after %d: %v", f["seq"], f["event_id"], after, f)
+		}
+		after = int(n)
+	}
+	return after
+}
+
+// TestMyagentMounts: the dialect answers the WebSocket upgrades of / and of
+// --myagent-path; plain GETs of / stay the UI; /ws is Baton's protocol.
+func TestMyagentMounts(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--myagent-path", "/myagent")
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "<html") {
+		t.Fatalf("GET / = %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	for _, path := range []string{"", "/myagent"} {
+		c := dialMA(t, maURL(base, path))
+		if sid := c.create(); !strings.HasPrefix(sid, "sess_") {
+			t.Errorf("%q: session id %q", path, sid)
+		}
+	}
+	ws, _ := connect(t, base) // /ws: Baton's own system.connected
+	ws.ws.CloseNow()
+	if _, resp, err := tryDialMA(t, maURL(base, "/elsewhere")); err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an upgrade elsewhere: %v %v", err, resp)
+	}
+}
+
+// TestMyagentPlanRun: a plan run in myagent's shapes, the plan confirmed
+// with an edited list in myagent's task fields (integer ids, name,
+// objective, dependencies).
+func TestMyagentPlanRun(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c := dialMA(t, maURL(base, ""))
+	sid := c.create()
+	c.send(map[string]any{"event": "user.message", "session_id": sid, "content": map[string]any{"question": "Compare Go and Rust", "template_name": "x"}})
+	frames := c.until("agent.user_confirm", sid)
+	if q := frames[0].content()["question"]; frames[0].event() != "plan.start" || q != "Compare Go and Rust" {
+		t.Fatalf("first event %v", frames[0])
+	}
+	var plan maFrame
+	for _, f := range frames {
+		if f.event() == "plan.completed" {
+			plan = f
+		}
+	}
+	if tasks, _ := plan.content()["tasks"].([]any); len(tasks) < 2 || plan.content()["plan_summary"] == "" {
+		t.Fatalf("plan.completed content %v", plan.content())
+	}
+	confirm := frames[len(frames)-1]
+	m := confirm.meta()
+	if m["requires_confirmation"] != true || m["scope"] != "plan" || m["plan_summary"] == nil || m["tasks"] == nil || confirm["step_id"] == "" {
+		t.Fatalf("confirm %v", confirm)
+	}
+	edited := []any{
+		map[string]any{"id": 1, "name": "Gather", "objective": "collect facts"},
+		map[string]any{"id": 2, "title": "Write", "dependencies": []any{1}},
+	}
+	c.send(map[string]any{"event": "user.response", "session_id": sid, "step_id": confirm["step_id"],
+		"content": map[string]any{"confirmed": true, "tasks": edited}})
+	frames = append(frames, c.until("agent.final_answer", sid)...)
+	checkSeqs(t, frames, sid, 0)
+	got := map[string]maFrame{}
+	for _, f := range frames {
+		if f.sid() != sid {
+			t.Fatalf("frame without its session: %v", f)
+		}
+		got[f.event()] = f
+	}
+	task, _ := got["solver.start"].content()["task"].(map[string]any)
+	if task["id"] != float64(1) && task["id"] != float64(2) || task["name"] == nil {
+		t.Errorf("solver.start content %v", got["solver.start"].content())
+	}
+	res, _ := got["solver.completed"].content()["result"].(map[string]any)
+	if res["output"] == nil || res["summary"] == nil {
+		t.Errorf("solver.completed content %v", got["solver.completed"].content())
+	}
+	if got["aggregate.completed"].content()["output"] == nil {
+		t.Errorf("aggregate.completed content %v", got["aggregate.completed"].content())
+	}
+	if s, _ := got["agent.final_answer"]["content"].(string); !strings.Contains(s, "Gather") {
+		t.Errorf("final answer %q", s)
+	}
+}
+
+// TestMyagentSeveralSessions: sessions of one connection run side by side,
+// each frame naming its own, each with its own seqs.
+func TestMyagentSeveralSessions(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c := dialMA(t, maURL(base, ""))
+	a, b := c.create(), c.create()
+	if a == b {
+		t.Fatal("one session twice")
+	}
+	for _, sid := range []string{a, b} {
+		c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid,
+			"content": []any{map[string]any{"id": 1, "title": "Only " + sid}}})
+	}
+	done, seqs := map[string]bool{}, map[string]int{}
+	for len(done) < 2 {
+		f := c.next()
+		if f.sid() != a && f.sid() != b {
+			t.Fatalf("frame of no session: %v", f)
+		}
+		seqs[f.sid()] = checkSeqs(t, []maFrame{f}, f.sid(), seqs[f.sid()])
+		if f.event() == "solver.start" {
+			if task, _ := f.content()["task"].(map[string]any); task["title"] != "Only "+f.sid() {
+				t.Errorf("%s ran %v", f.sid(), task)
+			}
+		}
+		if f.event() == "agent.final_answer" {
+			done[f.sid()] = true
+		}
+	}
+}
