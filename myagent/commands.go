@@ -124,8 +124,9 @@ func (c *conn) command(s *session, f *clientFrame, content any) error {
 			c.notice(s, "No planning in progress", obj{"action": "cancel_plan", "ok": false})
 			return nil
 		}
-		c.send(s, batonFrame(wsproto.EventUserCancel, "", "", nil))
+		// The notice first: the events the cancel brings come after it.
 		c.notice(s, "Plan cancellation requested", obj{"action": "cancel_plan", "ok": true})
+		c.send(s, batonFrame(wsproto.EventUserCancel, "", "", nil))
 	case "user.replan":
 		return c.replan(s, content)
 	case "user.request_state":
@@ -158,8 +159,8 @@ func (c *conn) replan(s *session, content any) error {
 	s.mu.Unlock()
 	switch phase {
 	case phasePlanConfirm:
-		c.send(s, batonFrame(wsproto.EventUserReplan, "", "", obj{"feedback": question}))
 		c.notice(s, "Replan requested", obj{"action": "replan", "ok": true, "mode": "in_run"})
+		c.send(s, batonFrame(wsproto.EventUserReplan, "", "", obj{"feedback": question}))
 	case phaseIdle:
 		if question == "" {
 			question = last
@@ -170,8 +171,8 @@ func (c *conn) replan(s *session, content any) error {
 		s.mu.Lock()
 		s.view.lastRequest = question
 		s.mu.Unlock()
-		c.send(s, batonFrame(wsproto.EventUserMessage, "", question, obj{}))
 		c.notice(s, "Replan started", obj{"action": "replan", "mode": "restart", "question": question})
+		c.send(s, batonFrame(wsproto.EventUserMessage, "", question, obj{}))
 	default:
 		c.send(s, batonFrame(wsproto.EventUserReplan, "", "", obj{"feedback": question}))
 	}

@@ -481,9 +481,7 @@ func toMessage(content any) (text string, meta obj, err error) {
 // a bare list, or one task) as Baton's tasks.
 func toSolve(content any) ([]wsproto.Task, error) {
 	if c, ok := content.(obj); ok {
-		if t, ok := c["tasks"]; ok {
-			content = t
-		}
+		content = c["tasks"]
 	}
 	if content == nil {
 		return nil, badInput("Missing tasks in user.solve_tasks content")

@@ -254,3 +254,159 @@ func TestMyagentSeveralSessions(t *testing.T) {
 		}
 	}
 }
+
+// waitConfirm starts a plan run in sid and returns its plan confirmation.
+func (c *maConn) waitConfirm(sid, question string) maFrame {
+	c.t.Helper()
+	c.send(map[string]any{"event": "user.message", "session_id": sid, "content": question})
+	frames := c.until("agent.user_confirm", sid)
+	return frames[len(frames)-1]
+}
+
+// TestMyagentPlanEnds: a declined or timed-out plan ends in "Plan was
+// declined by user."; a cancel, in agent.interrupted.
+func TestMyagentPlanEnds(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, "--confirm-timeout", "300ms")
+	for _, tt := range []struct {
+		name   string
+		answer func(c *maConn, sid string, confirm maFrame)
+		last   string // the run's last event
+		reason string
+		text   string
+	}{
+		{"declined", func(c *maConn, sid string, confirm maFrame) {
+			c.send(map[string]any{"event": "user.response", "session_id": sid, "step_id": confirm["step_id"], "content": map[string]any{"confirmed": false}})
+		}, "agent.final_answer", "user_reject", "Plan was declined by user."},
+		{"timed out", func(*maConn, string, maFrame) {}, "agent.final_answer", "confirm_timeout", "Plan was declined by user."},
+		{"cancelled", func(c *maConn, sid string, _ maFrame) {
+			c.send(map[string]any{"event": "user.cancel", "session_id": sid})
+		}, "agent.interrupted", "user_cancel", "Execution interrupted"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := dialMA(t, maURL(base, ""))
+			sid := c.create()
+			tt.answer(c, sid, c.waitConfirm(sid, "Plan a trip"))
+			frames := c.until(tt.last, sid)
+			last := frames[len(frames)-1]
+			if last["content"] != tt.text || last.meta()["reason"] != tt.reason {
+				t.Errorf("last frame %v", last)
+			}
+			for _, f := range frames {
+				if strings.HasPrefix(f.event(), "solver.") {
+					t.Errorf("a task ran: %v", f)
+				}
+			}
+		})
+	}
+}
+
+// TestMyagentCancelDuringSolve: user.cancel while tasks run ends the run
+// with pipeline.cancelled then agent.interrupted; the session takes a new
+// run after it.
+func TestMyagentCancelDuringSolve(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c := dialMA(t, maURL(base, ""))
+	sid := c.create()
+	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid,
+		"content": map[string]any{"tasks": map[string]any{"id": 7, "title": "Slow", "description": "[sim:sleep=1m]"}, "question": "q"}})
+	c.until("solver.start", sid)
+	c.send(map[string]any{"event": "user.cancel", "session_id": sid})
+	frames := c.until("agent.interrupted", sid)
+	if prev := frames[len(frames)-2]; prev.event() != "pipeline.cancelled" {
+		t.Errorf("before agent.interrupted: %v", prev)
+	}
+	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": []any{map[string]any{"id": 1, "title": "Quick"}}})
+	c.until("agent.final_answer", sid)
+}
+
+// TestMyagentCancelPlanAndReplan: user.cancel_plan and user.replan, idle
+// and while a plan waits.
+func TestMyagentCancelPlanAndReplan(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c := dialMA(t, maURL(base, ""))
+	sid := c.create()
+	notice := func(action string, ok, mode any) maFrame {
+		t.Helper()
+		frames := c.until("system.notice", sid)
+		n := frames[len(frames)-1]
+		if n.meta()["action"] != action || n.meta()["ok"] != ok || n.meta()["mode"] != mode {
+			t.Fatalf("notice %v", n)
+		}
+		return n
+	}
+	c.send(map[string]any{"event": "user.cancel_plan", "session_id": sid})
+	notice("cancel_plan", false, nil)
+	c.send(map[string]any{"event": "user.replan", "session_id": sid, "content": map[string]any{}})
+	if f := c.next(); f.event() != "agent.error" || f["content"] != "Replan requires a question when session is idle" {
+		t.Fatalf("replan with nothing to plan: %v", f)
+	}
+
+	c.waitConfirm(sid, "Plan a trip")
+	c.send(map[string]any{"event": "user.replan", "session_id": sid, "content": map[string]any{"question": "shorter, please"}})
+	notice("replan", true, "in_run")
+	frames := c.until("agent.user_confirm", sid)
+	if f := frames[0]; f.event() != "plan.start" || f.content()["feedback"] != "shorter, please" {
+		t.Fatalf("replanning began with %v", f)
+	}
+	c.send(map[string]any{"event": "user.cancel_plan", "session_id": sid})
+	notice("cancel_plan", true, nil)
+	c.until("agent.interrupted", sid)
+
+	c.send(map[string]any{"event": "user.replan", "session_id": sid}) // idle: the last request again
+	n := notice("replan", nil, "restart")
+	if n.meta()["question"] != "Plan a trip" {
+		t.Errorf("restart notice %v", n)
+	}
+	frames = c.until("agent.user_confirm", sid)
+	if q := frames[0].content()["question"]; q != "Plan a trip" {
+		t.Errorf("replanned %v", frames[0])
+	}
+}
+
+// TestMyagentBadInput: a bad frame is answered with agent.error and
+// changes nothing: the session then runs as if it had not been sent.
+func TestMyagentBadInput(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c := dialMA(t, maURL(base, ""))
+	sid := c.create()
+	for _, tt := range []struct {
+		name  string
+		frame string
+		want  string // agent.error content (prefix)
+	}{
+		{"not JSON", `{"event":`, "Invalid JSON"},
+		{"not an object", `[1,2]`, "Invalid JSON"},
+		{"no event", `{"session_id":"` + sid + `"}`, "Missing event"},
+		{"unknown event", `{"event":"user.dance","session_id":"` + sid + `"}`, "Unknown event type: user.dance"},
+		{"no session", `{"event":"user.message","content":"hi"}`, "Missing session_id for user.message"},
+		{"unknown session", `{"event":"user.message","session_id":"sess_nope","content":"hi"}`, "Session not found"},
+		{"empty message", `{"event":"user.message","session_id":"` + sid + `","content":"  "}`, "Message content cannot be empty"},
+		{"numeric message", `{"event":"user.message","session_id":"` + sid + `","content":42}`, "user.message content must be"},
+		{"no tasks", `{"event":"user.solve_tasks","session_id":"` + sid + `","content":{"question":"q"}}`, "Missing tasks in user.solve_tasks content"},
+		{"tasks not a list", `{"event":"user.solve_tasks","session_id":"` + sid + `","content":{"tasks":"t"}}`, "tasks must be a list"},
+		{"task not an object", `{"event":"user.solve_tasks","session_id":"` + sid + `","content":["a"]}`, "task 0 is not an object"},
+		{"invalid tasks", `{"event":"user.solve_tasks","session_id":"` + sid + `","content":[{"id":1,"title":"A","dependencies":[1]}]}`, "the task list has 1 problem"},
+		{"response without step", `{"event":"user.response","session_id":"` + sid + `","content":{"confirmed":true}}`, "Missing step_id in user response"},
+		{"response to nothing", `{"event":"user.response","session_id":"` + sid + `","step_id":"confirm_plan_x","content":{"confirmed":true}}`, ""},
+		{"cancel_task without id", `{"event":"user.cancel_task","session_id":"` + sid + `","content":{}}`, "Missing task_id for cancel_task"},
+		{"cancel with nothing to cancel", `{"event":"user.cancel","session_id":"` + sid + `"}`, ""},
+		{"bad ack", `{"event":"user.ack","session_id":"` + sid + `","content":{"last_seq":-1}}`, "user.ack needs last_seq"},
+		{"ack ahead", `{"event":"user.ack","session_id":"` + sid + `","content":{"last_seq":99}}`, ""},
+	} {
+		if err := c.ws.Write(context.Background(), websocket.MessageText, []byte(tt.frame)); err != nil {
+			t.Fatal(err)
+		}
+		f := c.next()
+		if s, _ := f["content"].(string); f.event() != "agent.error" || !strings.HasPrefix(s, tt.want) {
+			t.Errorf("%s: answered %v", tt.name, f)
+		}
+	}
+	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": []any{map[string]any{"id": 1, "title": "A"}}})
+	frames := c.until("agent.final_answer", sid)
+	checkSeqs(t, frames, sid, 0) // the bad frames sequenced nothing
+}
