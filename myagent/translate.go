@@ -262,7 +262,10 @@ func (v *view) translate(f obj) []obj {
 		meta = obj{}
 	}
 	seq, _ := f["seq"].(json.Number)
-	out := obj{"event": event, "session_id": v.id, "timestamp": f["timestamp"], "metadata": meta}
+	out := obj{"event": event, "session_id": v.id, "metadata": meta}
+	if ts, ok := f["timestamp"].(string); ok {
+		out["timestamp"] = ts
+	}
 	if s, err := strconv.ParseUint(string(seq), 10, 64); err == nil && s > 0 {
 		out["seq"] = s
 		out["event_id"] = eventID(v.id, s)
@@ -299,7 +302,6 @@ func (v *view) translate(f obj) []obj {
 	case wsproto.EventError:
 		out["event"] = "agent.error"
 		out["content"] = meta["message"]
-		delete(out, "timestamp")
 	case wsproto.EventPlanStart:
 		v.phase, v.tasks = phasePlanning, map[string]any{}
 		content := obj{"question": meta["request"]}
