@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-run/baton/internal/npmtest"
 	"github.com/baton-run/baton/internal/skipreport"
 )
 
@@ -195,5 +198,63 @@ func TestMyagentDocsPythonClient(t *testing.T) {
 	}
 	if strings.Contains(out, "❌ 错误") {
 		t.Errorf("an error:\n%s", out)
+	}
+}
+
+// nodeShim points the documented Node example's ws://localhost:8080 at
+// MYAGENT_URL: preloaded (node -r), it replaces the real ws package's
+// export with a subclass that rewrites the URL; the example is unchanged.
+const nodeShim = `const WebSocket = require('ws');
+class Redirected extends WebSocket {
+  constructor(url, ...rest) { super(String(url).replace('ws://localhost:8080', process.env.MYAGENT_URL), ...rest); }
+}
+require.cache[require.resolve('ws')].exports = Redirected;
+`
+
+// TestMyagentDocsNodeClient: the Node client of myagent's quick start
+// (docs/ws-server/quick-start.md §2), unchanged, with the real ws package:
+// it creates its session on system.connected and prints the answer to the
+// question it sends a second later. It never exits by itself: the test
+// ends it once the answer is printed.
+func TestMyagentDocsNodeClient(t *testing.T) {
+	t.Parallel()
+	modules := npmtest.Modules(t)
+	base := startServer(t, "--default-mode", "chat")
+	shim := filepath.Join(t.TempDir(), "shim.js")
+	if err := os.WriteFile(shim, []byte(nodeShim), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "-r", shim, "docs/client.js")
+	cmd.Dir = myagentClients
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules, "MYAGENT_URL=ws"+strings.TrimPrefix(base, "http"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), "🎯 Agent回答:") {
+			break
+		}
+	}
+	cancel() // the example keeps its connection open
+	io.Copy(io.Discard, stdout)
+	cmd.Wait()
+	for _, w := range []string{"✅ 连接成功", "🚀 会话创建成功: sess_", "🎯 Agent回答: "} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("the output lacks %q:\n%s\nstderr:\n%s", w, out.String(), stderr.String())
+		}
+	}
+	if strings.Contains(out.String(), "❌ 错误") {
+		t.Errorf("an error:\n%s", out.String())
 	}
 }
