@@ -258,3 +258,54 @@ func TestMyagentDocsNodeClient(t *testing.T) {
 		t.Errorf("an error:\n%s", out.String())
 	}
 }
+
+// stateDriver runs the state export/restore example of myagent's docs
+// (docs/ws-server/client-state-management.md, "Python（简要）"): its
+// export_and_restore, unchanged, once to export a state and once to
+// restore it. The restoring call never returns by itself (it reads on
+// after the restore), so the driver watches the frames it decodes and
+// stops it at the replay's system.notice.
+const stateDriver = `import asyncio, json, os, runpy
+ns = runpy.run_path("docs/state.py")
+url = os.environ["MYAGENT_URL"]
+state = asyncio.run(ns["export_and_restore"](url))
+print("exported", state["version"], state["state"]["session_id"])
+seen = []
+_loads = json.loads
+class Done(Exception):
+    pass
+def loads(s, *args, **kwargs):
+    m = _loads(s, *args, **kwargs)
+    seen.append(m)
+    if m.get("event") == "system.notice":
+        raise Done()
+    return m
+json.loads = loads
+try:
+    asyncio.run(ns["export_and_restore"](url, state))
+except Done:
+    pass
+for m in seen:
+    print("<--", m.get("event"), m.get("session_id"), m.get("content"))
+`
+
+// TestMyagentDocsStateExample: the state export/restore example of
+// myagent's docs, unchanged: the state one connection exports restores
+// the session on another.
+func TestMyagentDocsStateExample(t *testing.T) {
+	t.Parallel()
+	myagentPython(t)
+	base := startServer(t)
+	out := runClient(t, []string{"MYAGENT_URL=ws" + strings.TrimPrefix(base, "http")}, "-c", stateDriver)
+	_, rest, ok := strings.Cut(out, "exported baton-myagent/1 ")
+	sid, _, _ := strings.Cut(rest, "\n")
+	if !ok || !strings.HasPrefix(sid, "sess_") {
+		t.Fatalf("no state exported:\n%s", out)
+	}
+	for _, w := range []string{"<-- agent.session_created sess_", "<-- agent.state_restored " + sid + " Session state restored successfully",
+		"<-- system.notice " + sid + " No buffered events available for replay"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the output lacks %q:\n%s", w, out)
+		}
+	}
+}
