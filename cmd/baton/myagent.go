@@ -19,11 +19,18 @@ type myagentConfig struct {
 
 func myagentFlags(fs *flag.FlagSet, c *myagentConfig) {
 	fs.StringVar(&c.path, "myagent-path", "", "also serve the myagent dialect (myagent's clients, unchanged) at this path, e.g. /myagent; it is always served on the WebSocket upgrades of /")
-	fs.StringVar(&c.stateKey, "state-key", "", "secret that signs (HMAC-SHA256) the states the myagent dialect exports (user.request_state); unset: a random key per process, so exported states do not survive a restart nor reach another node")
+	fs.StringVar(&c.stateKey, "state-key", "", "secret (16 bytes or more) that signs (HMAC-SHA256) the states the myagent dialect exports (user.request_state); unset: a random key per process, so exported states do not survive a restart nor reach another node")
 }
 
-// check validates --myagent-path: a path of its own, not one of Baton's.
+// minStateKey is the shortest --state-key: a guessable key would let
+// anyone forge a state (HMAC-SHA256 wants one as long as its output).
+const minStateKey = 16
+
+// check validates --state-key and --myagent-path: a path of its own, not one of Baton's.
 func (c *myagentConfig) check(src func(string) string) error {
+	if n := len(c.stateKey); n > 0 && n < minStateKey {
+		return fmt.Errorf("%s: must be at least %d bytes (got %d)", src("state-key"), minStateKey, n)
+	}
 	p := c.path
 	switch {
 	case p == "":

@@ -99,8 +99,8 @@ func TestMyagentRestore(t *testing.T) {
 func TestMyagentStateRefused(t *testing.T) {
 	t.Parallel()
 	logs := &logSink{}
-	base := startServerLogging(t, logs, "--state-key", "k1")
-	other := startServer(t, "--state-key", "k2")
+	base := startServerLogging(t, logs, "--state-key", "key-one-0123456789")
+	other := startServer(t, "--state-key", "key-two-0123456789")
 
 	victim := dialMA(t, maURL(base, ""))
 	vid := victim.create()
