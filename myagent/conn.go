@@ -44,11 +44,11 @@ type conn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the writer, the pinger and the session readers
 
-	// mu guards sessions, spare and code.
+	// mu guards sessions, spare, code and reason.
 	mu       sync.Mutex
 	sessions map[string]*session
-	spare    *session // a fresh session not yet given to the client
-	code     websocket.StatusCode
+	spare    *session             // a fresh session not yet given to the client
+	code     websocket.StatusCode // what the connection ended with; 0 until it ends
 	reason   string
 }
 
@@ -56,8 +56,7 @@ func newConn(h *Handler, ws *websocket.Conn, target dialTarget, spare *session) 
 	var b [16]byte
 	rand.Read(b[:])
 	c := &conn{h: h, ws: ws, id: "conn_" + hex.EncodeToString(b[:]), target: target,
-		out: make(chan []byte, h.opts.QueueSize), sessions: map[string]*session{}, spare: spare,
-		code: websocket.StatusNormalClosure}
+		out: make(chan []byte, h.opts.QueueSize), sessions: map[string]*session{}, spare: spare}
 	c.ctx, c.cancel = context.WithCancel(h.ctx)
 	return c
 }
@@ -73,12 +72,15 @@ func (c *conn) end(code websocket.StatusCode, reason string) {
 }
 
 func (c *conn) serve() {
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go c.writeLoop()
 	go c.pingLoop()
+	go c.closeOnEnd()
 	c.push(obj{"event": "system.connected", "content": "Connected", "metadata": obj{"connection_id": c.id}})
 	for {
-		_, b, err := c.ws.Read(c.ctx)
+		// Not c.ctx: a cancelled Read drops the connection without a
+		// close frame; closeOnEnd closes it with its code instead.
+		_, b, err := c.ws.Read(context.Background())
 		if err != nil {
 			break
 		}
@@ -92,10 +94,20 @@ func (c *conn) serve() {
 	if spare != nil {
 		spare.ws.CloseNow()
 	}
-	c.wg.Wait() // the readers' Read ends with c.ctx, closing their connection
+	c.wg.Wait() // the readers' Read ends with c.ctx, dropping their /ws connection
+}
+
+// closeOnEnd closes the client's connection with the code it ended with:
+// 1012 when the Handler closes, unless another came first.
+func (c *conn) closeOnEnd() {
+	defer c.wg.Done()
+	<-c.ctx.Done()
 	c.mu.Lock()
 	code, reason := c.code, c.reason
 	c.mu.Unlock()
+	if code == 0 {
+		code, reason = websocket.StatusServiceRestart, "server restarting"
+	}
 	c.ws.Close(code, reason)
 }
 

@@ -59,6 +59,9 @@ type Handler struct {
 	ctx    context.Context // done on Close: ends every connection
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the connections' goroutines
+
+	mu     sync.Mutex // guards closed, and wg.Add against Close's Wait
+	closed bool
 }
 
 // New returns a Handler that speaks to orch (the handler serving /ws) in
@@ -106,6 +109,9 @@ func New(orch http.Handler, opts *Options) *Handler {
 // Close ends every connection (their sessions stay on the orchestrator,
 // resumable) and waits for their goroutines.
 func (h *Handler) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
 	return h.inner.Close()
@@ -168,12 +174,15 @@ func targetOf(r *http.Request) dialTarget {
 // so a request /ws would refuse (no credential, a bad one, too many
 // connections, draining) gets /ws's status and body.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.wg.Add(1)
-	defer h.wg.Done()
-	if h.ctx.Err() != nil {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	defer h.wg.Done()
 	target := targetOf(r)
 	spare, status, err := h.dial(r.Context(), target)
 	if err != nil {

@@ -233,6 +233,14 @@ func TestMyagentSeveralSessions(t *testing.T) {
 	if a == b {
 		t.Fatal("one session twice")
 	}
+	// Another connection cannot address them, knowing their ids.
+	other := dialMA(t, maURL(base, ""))
+	for _, ev := range []string{"user.message", "user.cancel", "user.request_state", "user.replan"} {
+		other.send(map[string]any{"event": ev, "session_id": a, "content": "Take over"})
+		if f := other.next(); f.event() != "agent.error" || f["content"] != "Session not found" || f.sid() != a {
+			t.Fatalf("%s on another connection's session: %v", ev, f)
+		}
+	}
 	for _, sid := range []string{a, b} {
 		c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid,
 			"content": []any{map[string]any{"id": 1, "title": "Only " + sid}}})
@@ -409,4 +417,33 @@ func TestMyagentBadInput(t *testing.T) {
 	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": []any{map[string]any{"id": 1, "title": "A"}}})
 	frames := c.until("agent.final_answer", sid)
 	checkSeqs(t, frames, sid, 0) // the bad frames sequenced nothing
+}
+
+// TestMyagentDrain: a server that stops closes the dialect's clients with
+// 1012, as /ws's, and run leaves nothing running (TestMain's leak check).
+func TestMyagentDrain(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	base := startServerCtx(t, ctx, done, io.Discard)
+	c := dialMA(t, maURL(base, ""))
+	sid := c.create()
+	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": []any{map[string]any{"id": 1, "title": "Slow", "description": "[sim:sleep=1m]"}}})
+	c.until("solver.start", sid)
+	cancel()
+	for {
+		rctx, rcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		_, _, err := c.ws.Read(rctx)
+		rcancel()
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+				t.Errorf("closed with %v, want 1012", err)
+			}
+			break
+		}
+	}
+	if err := <-done; err != nil {
+		t.Errorf("run: %v", err)
+	}
 }
