@@ -447,3 +447,71 @@ func TestMyagentDrain(t *testing.T) {
 		t.Errorf("run: %v", err)
 	}
 }
+
+// TestMyagentTaskCommands: user.cancel_task and user.restart_task by
+// myagent's integer task ids.
+func TestMyagentTaskCommands(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	c := dialMA(t, maURL(base, ""))
+	sid := c.create()
+	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": map[string]any{"tasks": []any{
+		map[string]any{"id": 1, "title": "One", "description": "[sim:sleep=1m]"},
+		map[string]any{"id": 2, "title": "Two", "description": "[sim:sleep=1m]"}}}})
+	for started := 0; started < 2; {
+		if f := c.next(); f.event() == "solver.start" {
+			started++
+		}
+	}
+	taskOf := func(f maFrame) any { task, _ := f.content()["task"].(map[string]any); return task["id"] }
+	c.send(map[string]any{"event": "user.cancel_task", "session_id": sid, "content": map[string]any{"task_id": 1}})
+	frames := c.until("solver.cancelled", sid)
+	if f := frames[len(frames)-1]; taskOf(f) != float64(1) || f.content()["reason"] != "user_cancel_task" {
+		t.Fatalf("cancelled %v", f)
+	}
+	c.send(map[string]any{"event": "user.restart_task", "session_id": sid, "content": map[string]any{"task_id": 1}})
+	frames = c.until("solver.start", sid)
+	if f := frames[len(frames)-2]; f.event() != "solver.restarted" || taskOf(f) != float64(1) || taskOf(frames[len(frames)-1]) != float64(1) {
+		t.Fatalf("restart: %v", frames)
+	}
+	c.send(map[string]any{"event": "user.cancel_task", "session_id": sid, "content": map[string]any{"task_id": 9}})
+	if f := c.next(); f.event() != "agent.error" || f.meta()["code"] != "unknown_task" {
+		t.Fatalf("an unknown task: %v", f)
+	}
+	c.send(map[string]any{"event": "user.cancel", "session_id": sid})
+	c.until("agent.interrupted", sid)
+}
+
+// TestMyagentConfirmKinds: Baton's other confirmations reach a myagent
+// client with their scope, and {confirmed} (or its text) answers them.
+func TestMyagentConfirmKinds(t *testing.T) {
+	t.Parallel()
+	base := startServer(t)
+	for _, tt := range []struct {
+		name, description, scope string
+		answer                   map[string]any
+		result                   string // in the task's result
+	}{
+		{"a question", "[sim:ask=Which colour?]", "input", map[string]any{"confirmed": true, "text": "blue"}, "blue"},
+		{"a failed task, retried", "[sim:fail=permanent*1]", "task", map[string]any{"confirmed": true}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := dialMA(t, maURL(base, ""))
+			sid := c.create()
+			c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": []any{map[string]any{"id": 1, "title": "T", "description": tt.description}}})
+			frames := c.until("agent.user_confirm", sid)
+			confirm := frames[len(frames)-1]
+			if confirm.meta()["scope"] != tt.scope || confirm.meta()["requires_confirmation"] != true {
+				t.Fatalf("confirm %v", confirm)
+			}
+			c.send(map[string]any{"event": "user.response", "session_id": sid, "step_id": confirm["step_id"], "content": tt.answer})
+			frames = c.until("solver.completed", sid)
+			res, _ := frames[len(frames)-1].content()["result"].(map[string]any)
+			if out, _ := res["output"].(string); !strings.Contains(out, tt.result) {
+				t.Errorf("result %q lacks %q", out, tt.result)
+			}
+			c.until("agent.final_answer", sid)
+		})
+	}
+}
