@@ -46,12 +46,15 @@ func (c *myagentConfig) check(src func(string) string) error {
 	return nil
 }
 
+// noStateKey is logged at start without --state-key.
+const noStateKey = "myagent dialect: no --state-key; exported states are signed with a random key of this process (they do not survive a restart nor reach another node)"
+
 // newMyagent is the myagent dialect over orch, as configured.
 func newMyagent(orch *orchestrator.Server, c config, log *slog.Logger) *myagent.Handler {
 	h := myagent.New(orch, &myagent.Options{StateKey: []byte(c.myagent.stateKey),
 		AllowedOrigins: c.opts.AllowedOrigins, ReadLimit: c.opts.ReadLimit, Logger: log})
 	if h.KeyGenerated {
-		log.Warn("myagent dialect: no --state-key; exported states are signed with a random key of this process (they do not survive a restart nor reach another node)")
+		log.Warn(noStateKey)
 	}
 	return h
 }

@@ -142,7 +142,16 @@ func checkSeqs(t *testing.T, frames []maFrame, sid string, after int) int {
 // --myagent-path; plain GETs of / stay the UI; /ws is Baton's protocol.
 func TestMyagentMounts(t *testing.T) {
 	t.Parallel()
-	base := startServer(t, "--myagent-path", "/myagent")
+	logs := &logSink{}
+	base := startServerLogging(t, logs, "--myagent-path", "/myagent")
+	if n := logs.count(t, noStateKey, nil); n != 1 {
+		t.Errorf("the warning of a random state key logged %d times", n)
+	}
+	keyed := &logSink{}
+	startServerLogging(t, keyed, "--state-key", "0123456789abcdef")
+	if n := keyed.count(t, noStateKey, nil); n != 0 {
+		t.Errorf("a keyed server warned of a random key")
+	}
 	resp, err := http.Get(base + "/")
 	if err != nil {
 		t.Fatal(err)
