@@ -18,8 +18,9 @@ const writeTimeout = 10 * time.Second
 // session is one myagent session: one Baton session over one in-process
 // connection to /ws, read by its own goroutine.
 type session struct {
-	ws *websocket.Conn
-	id string
+	ws     *websocket.Conn
+	id     string
+	dialed time.Time // when /ws answered: a spare is used only while fresh
 
 	// mu guards the fields below: the reader updates them, the client's
 	// commands read them.
@@ -196,8 +197,11 @@ func (c *conn) freshSession() (*session, error) {
 	s := c.spare
 	c.spare = nil
 	c.mu.Unlock()
-	if s != nil {
+	if s != nil && time.Since(s.dialed) < c.h.opts.SpareTTL {
 		return s, nil
+	}
+	if s != nil {
+		s.ws.CloseNow()
 	}
 	s, status, err := c.h.dial(c.ctx, c.target)
 	if err != nil && status != 0 {
@@ -210,6 +214,7 @@ func (c *conn) freshSession() (*session, error) {
 func (c *conn) keepSpare(s *session) {
 	c.mu.Lock()
 	if c.spare == nil && c.ctx.Err() == nil {
+		s.dialed = time.Now()
 		c.spare, s = s, nil
 	}
 	c.mu.Unlock()

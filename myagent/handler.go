@@ -42,6 +42,12 @@ type Options struct {
 	// PingInterval is how often a client is pinged; a client that does not
 	// answer within it is dropped. Defaults to 25 s.
 	PingInterval time.Duration
+	// SpareTTL is how long the session dialled to check a client's
+	// upgrade is kept for its first user.create_session: nothing reads its
+	// /ws connection until then, so it must be used before /ws's first
+	// ping (set it below /ws's ping interval). myagent's clients create
+	// their first session at once. Defaults to 2 s.
+	SpareTTL time.Duration
 	// AgentName is session_created's metadata.agent_name. Defaults to "baton".
 	AgentName string
 	// Logger defaults to slog.Default().
@@ -94,6 +100,9 @@ func New(orch http.Handler, opts *Options) *Handler {
 	}
 	if o.PingInterval <= 0 {
 		o.PingInterval = 25 * time.Second
+	}
+	if o.SpareTTL <= 0 {
+		o.SpareTTL = 2 * time.Second
 	}
 	if o.AgentName == "" {
 		o.AgentName = "baton"
@@ -234,7 +243,7 @@ func (h *Handler) dial(ctx context.Context, target dialTarget) (s *session, stat
 		ws.CloseNow()
 		return nil, 0, errors.New("/ws did not open with system.connected")
 	}
-	return &session{ws: ws, id: str(meta["session_id"]), token: str(meta["resume_token"])}, 0, nil
+	return &session{ws: ws, id: str(meta["session_id"]), token: str(meta["resume_token"]), dialed: time.Now()}, 0, nil
 }
 
 // readFrame reads one frame of /ws. Only for a connection no one else

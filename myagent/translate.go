@@ -360,13 +360,13 @@ func (v *view) translate(f obj) []obj {
 	case wsproto.EventAggregateCompleted:
 		out["content"] = obj{"output": meta["summary"]}
 	case wsproto.EventFinalAnswer:
-		v.phase = phaseIdle
+		v.endRun()
 	case wsproto.EventPipelineCancelled:
-		v.phase = phaseIdle
+		v.endRun()
 		frames = append(frames, v.synthesized("agent.interrupted", "Execution interrupted",
 			obj{"run_id": runID, "reason": meta["reason"]}))
 	case wsproto.EventPlanCancelled:
-		v.phase = phaseIdle
+		v.endRun()
 		switch reason := str(meta["reason"]); reason {
 		case wsproto.ReasonUserReject, wsproto.ReasonConfirmTimeout:
 			frames = append(frames, v.synthesized("agent.final_answer", "Plan was declined by user.",
@@ -380,6 +380,12 @@ func (v *view) translate(f obj) []obj {
 		}
 	}
 	return frames
+}
+
+// endRun forgets the run that ended: its tasks and confirmations.
+func (v *view) endRun() {
+	v.phase, v.planStep = phaseIdle, ""
+	v.tasks, v.confirms = map[string]any{}, map[string]string{}
 }
 
 // task is the task a solver event names, mirrored; {id} when the dialect

@@ -155,10 +155,10 @@ func TestTranslate(t *testing.T) {
 			}},
 		{name: "aggregate.completed", in: `{"event":"aggregate.completed","seq":8,"content":"Done","metadata":{"summary":"Sum"}}`,
 			check: func(t *testing.T, v *view, out []obj) { want(t, out[0]["content"], `{"output":"Sum"}`, "content") }},
-		{name: "final answer", prep: func(v *view) { v.phase = phaseRunning },
+		{name: "final answer", prep: func(v *view) { v.phase, v.confirms["p1"] = phaseRunning, "plan_confirm"; v.remember(decodeT(tasks)) },
 			in: `{"event":"agent.final_answer","seq":9,"content":"The answer","metadata":{"content":"The answer"}}`,
 			check: func(t *testing.T, v *view, out []obj) {
-				if out[0]["content"] != "The answer" || v.phase != phaseIdle {
+				if out[0]["content"] != "The answer" || v.phase != phaseIdle || len(v.tasks) != 0 || len(v.confirms) != 0 {
 					t.Errorf("%v", out[0])
 				}
 			}},

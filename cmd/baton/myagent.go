@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/baton-run/baton/myagent"
 	"github.com/baton-run/baton/orchestrator"
@@ -52,7 +53,8 @@ const noStateKey = "myagent dialect: no --state-key; exported states are signed 
 // newMyagent is the myagent dialect over orch, as configured.
 func newMyagent(orch *orchestrator.Server, c config, log *slog.Logger) *myagent.Handler {
 	h := myagent.New(orch, &myagent.Options{StateKey: []byte(c.myagent.stateKey),
-		AllowedOrigins: c.opts.AllowedOrigins, ReadLimit: c.opts.ReadLimit, Logger: log})
+		AllowedOrigins: c.opts.AllowedOrigins, ReadLimit: c.opts.ReadLimit, Logger: log,
+		SpareTTL: min(2*time.Second, c.opts.PingInterval/2)})
 	if h.KeyGenerated {
 		log.Warn(noStateKey)
 	}

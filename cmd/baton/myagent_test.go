@@ -524,3 +524,28 @@ func TestMyagentConfirmKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestMyagentLateFirstSession: a client that creates its first session
+// only after /ws has dropped the connection the upgrade was checked with
+// (nothing read it, so it answered no ping) still gets a working session.
+func TestMyagentLateFirstSession(t *testing.T) {
+	t.Parallel()
+	logs := &logSink{}
+	base := startServerLogging(t, logs, "--ping-interval", "100ms", "--pong-timeout", "100ms")
+	c := dialMA(t, maURL(base, ""))
+	eventually(t, "the unread /ws connection's drop", func() bool {
+		for _, r := range logs.records(t) { // no pong, or (over an in-process pipe) its write never taken
+			if end, _ := r["end"].(string); r["msg"] == "connection closed" && strings.HasPrefix(end, "server dropped: ") {
+				return true
+			}
+		}
+		return false
+	})
+	sid := c.create()
+	c.send(map[string]any{"event": "user.solve_tasks", "session_id": sid, "content": []any{map[string]any{"id": 1, "title": "A"}}})
+	for _, f := range c.until("agent.final_answer", sid) {
+		if f.event() == "agent.error" {
+			t.Fatalf("the first session failed: %v", f)
+		}
+	}
+}
