@@ -203,7 +203,6 @@ type view struct {
 	id          string
 	connID      string
 	phase       string
-	planStep    string         // the open plan_confirm's step_id
 	tasks       map[string]any // Baton task id → task object, of the run
 	confirms    map[string]string
 	lastSeq     uint64
@@ -329,7 +328,7 @@ func (v *view) translate(f obj) []obj {
 				meta["plan_summary"] = ""
 			}
 			if kind == wsproto.ConfirmPlan {
-				v.phase, v.planStep = phasePlanConfirm, str(f["step_id"])
+				v.phase = phasePlanConfirm
 			}
 		case "tool_confirm":
 			meta["scope"] = "tool"
@@ -342,9 +341,7 @@ func (v *view) translate(f obj) []obj {
 			meta["scope"] = "input"
 		}
 	case wsproto.EventSolverStart:
-		if v.phase != phaseRunning {
-			v.phase = phaseRunning
-		}
+		v.phase = phaseRunning
 		if t, ok := meta["task"]; ok { // a chat run's one task
 			v.remember([]any{t})
 		}
@@ -384,7 +381,7 @@ func (v *view) translate(f obj) []obj {
 
 // endRun forgets the run that ended: its tasks and confirmations.
 func (v *view) endRun() {
-	v.phase, v.planStep = phaseIdle, ""
+	v.phase = phaseIdle
 	v.tasks, v.confirms = map[string]any{}, map[string]string{}
 }
 
