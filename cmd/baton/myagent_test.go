@@ -172,6 +172,14 @@ func TestMyagentMounts(t *testing.T) {
 	if _, resp, err := tryDialMA(t, maURL(base, "/elsewhere")); err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("an upgrade elsewhere: %v %v", err, resp)
 	}
+	// The Origin check of /ws (§1): another site's page is refused, the
+	// server's own is not.
+	if _, resp, err := tryDialWithHeader(t, maURL(base, ""), http.Header{"Origin": {"http://evil.example"}}); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("another origin: %v %v", err, resp)
+	}
+	if _, _, err := tryDialWithHeader(t, maURL(base, ""), http.Header{"Origin": {base}}); err != nil {
+		t.Errorf("the server's own origin: %v", err)
+	}
 }
 
 // TestMyagentPlanRun: a plan run in myagent's shapes, the plan confirmed
