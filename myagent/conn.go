@@ -117,7 +117,9 @@ func (c *conn) writeLoop() {
 	for {
 		select {
 		case b := <-c.out:
-			ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+			// Not c.ctx: its end during a write would drop the connection
+			// without the close frame closeOnEnd then sends.
+			ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 			err := c.ws.Write(ctx, websocket.MessageText, b)
 			cancel()
 			if err != nil {
@@ -137,7 +139,8 @@ func (c *conn) pingLoop() {
 	for {
 		select {
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, c.h.opts.PingInterval)
+			// Not c.ctx, as in writeLoop: a ping cancelled drops the connection.
+			ctx, cancel := context.WithTimeout(context.Background(), c.h.opts.PingInterval)
 			err := c.ws.Ping(ctx)
 			cancel()
 			if err != nil {
