@@ -311,6 +311,7 @@ func TestRedactArgs(t *testing.T) {
 		{"jwt secret", []string{"baton", "--jwt-secret", "s3cret", "--addr", ":0"}, []string{"baton", "--jwt-secret", redacted, "--addr", ":0"}},
 		{"jwt secret inline", []string{"baton", "-jwt-secret=s3cret"}, []string{"baton", "-jwt-secret=" + redacted}},
 		{"jwt secret inline, empty", []string{"baton", "--jwt-secret="}, []string{"baton", "--jwt-secret=" + redacted}},
+		{"state key", []string{"baton", "--state-key", "s3cret"}, []string{"baton", "--state-key", redacted}},
 		{"static tokens", []string{"baton", "--auth-tokens", "a=tok"}, []string{"baton", "--auth-tokens", redacted}},
 		{"static tokens in a file", []string{"baton", "--auth-tokens=@/etc/tokens"}, []string{"baton", "--auth-tokens=@/etc/tokens"}},
 		{"redis password", []string{"baton", "--redis-url", "redis://:pw@h:6379/0"}, []string{"baton", "--redis-url", "redis://:" + redacted + "@h:6379/0"}},

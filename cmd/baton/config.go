@@ -34,6 +34,7 @@ type config struct {
 	opts           orchestrator.Options
 	agent          agentConfig
 	auth           authConfig
+	myagent        myagentConfig
 	showVersion    bool     // --version: print it and exit
 	envNames       []string // the BATON_* variables the flags are read from
 
@@ -128,6 +129,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.BoolVar(&c.showVersion, "version", false, "print the version (and the Go toolchain and commit it was built with) and exit")
 	agentFlags(fs, &o.Loop, &c.agent)
 	authFlags(fs, &c.auth, &o.Budget)
+	myagentFlags(fs, &c.myagent)
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -281,6 +283,9 @@ func (c *config) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("%s: %w", c.src("allowed-origins"), err)
 	}
 	c.opts.AllowedOrigins = patterns
+	if err := c.myagent.check(c.src); err != nil {
+		return err
+	}
 	return c.checkAuth()
 }
 

@@ -210,7 +210,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ag := agui.New(orch, &agui.Options{Authenticate: c.opts.Authenticate, AllowedOrigins: c.opts.AllowedOrigins,
 		Store: threads, ThreadTTL: max(2*c.opts.SessionTTL, time.Hour), Logger: log})
 	defer ag.Close()
-	handler := routes(orch, ag, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version)
+	dialect := newMyagent(orch, c, log)
+	defer dialect.Close() // its connections' sessions stay the orchestrator's
+	handler := routes(orch, ag, met.Handler(), readiness(orch, pingStore, log), currentBuild().Version, dialect, c.myagent.path)
 	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
 		handler = wrap(handler)
 	}

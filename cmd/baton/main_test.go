@@ -89,7 +89,18 @@ func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, stderr
 	// the server has stopped (cleanups run last-registered first).
 	tap := new(asyncapitest.Tap)
 	t.Cleanup(func() { checkWire(t, tap, wireSeen) })
-	ctx = context.WithValue(ctx, wrapHandlerKey{}, tap.Handler)
+	// Only /ws: the myagent dialect's connections (myagent_test.go) speak
+	// another protocol, and their sessions' /ws is in process.
+	ctx = context.WithValue(ctx, wrapHandlerKey{}, func(h http.Handler) http.Handler {
+		tapped := tap.Handler(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/ws" {
+				tapped.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
 	pr, pw := io.Pipe()
 	// No drain unless a test asks for one (drain_test.go): a test's end
 	// cancels the runs it left at once.

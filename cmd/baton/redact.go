@@ -18,6 +18,7 @@ const redacted = "REDACTED"
 // @FILE, URLs without their password.
 var secretFlags = map[string]func(string) string{
 	"jwt-secret":      func(string) string { return redacted },
+	"state-key":       func(string) string { return redacted },
 	"auth-tokens":     redactTokens,
 	"redis-url":       redactURL,
 	"openai-base-url": redactURL,

@@ -11,19 +11,24 @@ import (
 	"time"
 
 	"github.com/baton-run/baton/internal/proc"
+	"github.com/baton-run/baton/myagent"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/web"
 )
 
 // routes is Baton's whole HTTP surface. ready says why Baton should get no
 // new clients now, "" when it should (readiness); version is what /healthz
-// says Baton is (buildInfo.Version); ag serves AG-UI (package agui).
-func routes(orch *orchestrator.Server, ag http.Handler, metrics http.Handler, ready func(context.Context) string, version string) http.Handler {
+// says Baton is (buildInfo.Version); ag serves AG-UI (package agui),
+// dialect the myagent dialect (package myagent).
+func routes(orch *orchestrator.Server, ag http.Handler, metrics http.Handler, ready func(context.Context) string, version string,
+	dialect *myagent.Handler, myagentPath string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /ws", orch)
 	mux.Handle("POST /agui", ag)         // AG-UI: a run, streamed as SSE
 	mux.Handle("GET /agui/{thread}", ag) // AG-UI: resume a stream (Last-Event-ID)
-	mux.Handle("GET /", web.Handler())   // the UI, and the JS client at /baton-client.mjs (and .js)
+	// The UI, and the JS client at /baton-client.mjs (and .js); the
+	// WebSocket upgrades of / (and --myagent-path) speak the myagent dialect.
+	myagentRoutes(mux, dialect, web.Handler(), myagentPath)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"status": "ok", "version": version,
