@@ -58,6 +58,8 @@ func TestFlags(t *testing.T) {
 			want: `configure: --myagent-path: "myagent" is not a path such as /myagent`},
 		{name: "myagent path taken", env: map[string]string{"BATON_MYAGENT_PATH": "/ws"},
 			want: "configure: BATON_MYAGENT_PATH: /ws is Baton's own; choose another path"},
+		{name: "myagent path under AG-UI's", args: []string{"--myagent-path", "/agui/x"},
+			want: "configure: --myagent-path: /agui/x is Baton's own; choose another path"},
 		{name: "short state key", env: map[string]string{"BATON_STATE_KEY": "short"},
 			want: "configure: BATON_STATE_KEY: must be at least 16 bytes (got 5)"},
 		{name: "unknown model", args: []string{"--model", "gpt"},

@@ -39,8 +39,8 @@ func (c *myagentConfig) check(src func(string) string) error {
 	case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# {}") || p == "/":
 		return fmt.Errorf("%s: %q is not a path such as /myagent", src("myagent-path"), p)
 	}
-	for _, taken := range []string{"/ws", "/healthz", "/readyz", "/metrics"} {
-		if p == taken {
+	for _, taken := range []string{"/ws", "/healthz", "/readyz", "/metrics", "/agui"} {
+		if p == taken || strings.HasPrefix(p, taken+"/") {
 			return fmt.Errorf("%s: %s is Baton's own; choose another path", src("myagent-path"), p)
 		}
 	}
