@@ -159,3 +159,45 @@ func BenchmarkCheckpointHistory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCheckpointJournal is a tool result's checkpoint in parts for a
+// task whose agent loop is at round n (each round a 400-byte reply and
+// one answered tool call of 400 bytes): the journal is stored by round,
+// so the transition writes the last round, whatever n.
+func BenchmarkCheckpointJournal(b *testing.B) {
+	for _, n := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("rounds=%d", n), func(b *testing.B) {
+			defer func(v func(full, assembled []byte)) { verifyParts = v }(verifyParts)
+			verifyParts = nil
+			var ring *nopDurable
+			srv, err := New(Models{&planner.Sim{}, &solver.Sim{}, &aggregator.Sim{}},
+				&Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Observer: benchObserver, NewRing: func(c int) buffer.Ring {
+					p := &nopParted{nopDurable{Memory: buffer.NewMemory(c)}}
+					ring = &p.nopDurable
+					return p
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close(b.Context())
+			sess, _, _ := srv.newSession(context.Background(), "")
+			const runID = "run_0193a8f2-5a1c-7c4e-9d2b-2f4f5c1e8a77"
+			sess.state.BeginSolving(runID, "Plan a garden", []wsproto.Task{{ID: "t1", Title: "Research the background", DependsOn: []string{}}})
+			sess.state.Run.Tasks[0].Status = wsproto.TaskRunning
+			result := strings.Repeat("r", 400)
+			rounds := make([]journalRound, n)
+			for i := range rounds {
+				rounds[i] = journalRound{Round: i + 1, Text: strings.Repeat("t", 400),
+					Calls: []journalCall{{ID: fmt.Sprint("c", i), Name: "search", StepID: fmt.Sprint("tool_", i), Result: &result}}}
+			}
+			sess.run = &run{id: runID, sess: sess, cp: &runCheckpoint{ID: runID, Stage: stageSolving,
+				Journal: map[string][]journalRound{"t1": rounds}}}
+			meta := &wsproto.ToolResult{RunID: runID, TaskID: "t1", StepID: fmt.Sprint("tool_", n-1), Tool: "search", Round: n, Result: result}
+			b.ReportAllocs()
+			for b.Loop() {
+				sess.emit(wsproto.EventToolResult, "", "search: done", meta)
+			}
+			b.ReportMetric(float64(ring.bytes), "checkpoint-bytes")
+		})
+	}
+}

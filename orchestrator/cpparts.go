@@ -16,61 +16,92 @@ import (
 // state (issue 27): most transitions change one task, and a state of 50
 // tasks with their results and journals is tens of KiB.
 //
-//   - "head": the checkpoint without its run's tasks, its record's
-//     journal and its history;
+//   - "head": the checkpoint's version, seq, phase and followed;
+//   - "run": the run's state without its tasks (wsproto.RunState);
+//   - "exec": the run's record without its journal (runCheckpoint);
 //   - "t/I": the run's task I (wsproto.TaskState), I from 0;
-//   - "j/ID": the journal of task ID (runCheckpoint.Journal);
+//   - "j/ID/N": round N (from 0) of the journal of task ID;
 //   - "history": the session's history.
 //
-// Every checkpoint re-encodes the head, and the parts of what the
-// transition may have changed (scope): one task's, for the events of one
-// task; none, for the events that change no task; all of them for every
+// Every checkpoint encodes the head (a few bytes), and the parts of what
+// the transition may have changed (scope): "run" and "exec" unless the
+// event is known to keep them; one task's part and the last round of its
+// journal (with any rounds added or dropped), for the events of one task;
+// no task part, for the events that change no task; all of them for every
 // other transition, and whenever the run or its list of tasks is another
 // one than at the last checkpoint. The first checkpoint of a ring writes
 // every part and removes whatever else the store held (reset).
 // assembleCheckpoint makes the parts one checkpoint again; Restore reads
-// it as it reads a whole one.
+// it as it reads a whole one. What scopeOf says is kept is checked in the
+// tests: every checkpoint they make is assembled from the parts the ring
+// holds and compared with the whole (verifyParts), so a part left as it
+// was when it changed fails them.
 
 // scope is what a transition may have changed of the task and journal
-// parts: every part (all), or the parts of task (none when "").
+// parts: every part (all), or the parts of task (none when ""); and of the
+// run and exec parts, which are made again unless the scope knows they
+// kept what they were (the zero scope knows nothing: it is safe).
 type scope struct {
 	all  bool
 	task string
+	// run: the "run" part is unchanged (runKept), or is unless the run
+	// had confirmations pending before or after (runKeptNoConfirms: the
+	// event drops some of them, when any).
+	run runKeep
+	// execKept: the "exec" part is unchanged.
+	execKept bool
 }
+
+// runKeep is what a scope knows of the "run" part.
+type runKeep uint8
+
+const (
+	runMayChange runKeep = iota
+	runKept
+	runKeptNoConfirms
+)
 
 var scopeAll = scope{all: true}
 
 // scopeOf is the scope of an event, from its metadata as the state
-// folded it. Whatever it does not know changes everything.
+// folded it (wsproto.State.Apply) and the run's record too
+// (runCheckpoint.apply). Whatever it does not know changes everything.
+// An event of one task changes the run's state beyond its tasks only by
+// dropping that task's confirmations (runKeptNoConfirms); the run's
+// record only in the events apply folds, so the todo events keep it.
 func scopeOf(meta any) scope {
 	switch m := meta.(type) {
 	case *wsproto.SolverStart:
-		return scope{task: m.TaskID}
+		// A new run, or a task added (a chat run's), is another run or
+		// list of tasks: checkpointPartsLocked makes that scopeAll.
+		return scope{task: m.TaskID, run: runKeptNoConfirms}
 	case *wsproto.SolverCompleted:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept}
 	case *wsproto.SolverCancelled:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKeptNoConfirms}
 	case *wsproto.SolverSkipped:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept}
 	case *wsproto.SolverRestarted:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKeptNoConfirms}
 	case *wsproto.ExecutionError:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept}
 	case *wsproto.RecoveryStarted:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept}
 	case *wsproto.RecoveryFailed:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept}
 	case *wsproto.TodoUpdated:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept, execKept: true}
 	case *wsproto.TodoItemProgress:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept, execKept: true}
 	case *wsproto.TodoCompleted:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept, execKept: true}
 	case *wsproto.ToolCall:
-		return scope{task: m.TaskID}
+		return scope{task: m.TaskID, run: runKept}
 	case *wsproto.ToolResult:
-		return scope{task: m.TaskID}
-	case *wsproto.UserConfirm, *wsproto.PlanDecision, *wsproto.AggregateStart:
+		return scope{task: m.TaskID, run: runKeptNoConfirms}
+	case *wsproto.AggregateStart:
+		return scope{run: runKept}
+	case *wsproto.UserConfirm, *wsproto.PlanDecision:
 		return scope{}
 	}
 	return scopeAll
@@ -93,6 +124,11 @@ type cpParts struct {
 	exec *runCheckpoint
 	// history is the newest history entry's run at the last checkpoint.
 	history string
+	// confirms is the number of the run's pending confirmations when the
+	// "run" part was last made.
+	confirms int
+	// rounds is the number of round parts (j/ID/N) of each task's journal.
+	rounds map[string]int
 }
 
 // verifyParts, when set (tests), is given every checkpoint made in parts
@@ -135,19 +171,29 @@ func (sess *session) checkpointPartsLocked(sc scope) error {
 		sc = scopeAll
 	}
 
-	head := checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase, Followed: sess.followed}
-	if run != nil {
+	if err := set("head", &checkpoint{Version: checkpointVersion, Seq: sess.dur.seq, Phase: sess.state.Phase,
+		Followed: sess.followed}); err != nil {
+		return err
+	}
+	if run == nil {
+		drop("run")
+	} else if confirms := len(run.PendingConfirm); sc.all || sc.run == runMayChange ||
+		sc.run == runKeptNoConfirms && (confirms > 0 || p.confirms > 0) {
 		r := *run
 		r.Tasks = nil
-		head.Run = &r
+		if err := set("run", &r); err != nil {
+			return err
+		}
+		p.confirms = confirms
 	}
-	if exec != nil {
+	if exec == nil {
+		drop("exec")
+	} else if sc.all || !sc.execKept {
 		x := *exec
 		x.Journal = nil
-		head.Exec = &x
-	}
-	if err := set("head", &head); err != nil {
-		return err
+		if err := set("exec", &x); err != nil {
+			return err
+		}
 	}
 
 	if h := sess.state.History; len(h) == 0 {
@@ -169,18 +215,23 @@ func (sess *session) checkpointPartsLocked(sc scope) error {
 		for i := len(tasks); i < p.ntasks; i++ {
 			drop(taskPart(i))
 		}
-		for name := range p.have {
-			if id, ok := strings.CutPrefix(name, "j/"); ok && (exec == nil || exec.Journal[id] == nil) {
-				delta[name] = nil
+		rounds := make(map[string]int)
+		if exec != nil {
+			for id, js := range exec.Journal {
+				if err := p.setRounds(set, drop, id, js, 0); err != nil {
+					return err
+				}
+				rounds[id] = len(js)
 			}
 		}
-		if exec != nil {
-			for id, rounds := range exec.Journal {
-				if err := set("j/"+id, rounds); err != nil {
-					return err
+		for id, n := range p.rounds {
+			if exec == nil || exec.Journal[id] == nil {
+				for i := range n {
+					drop(roundPart(id, i))
 				}
 			}
 		}
+		p.rounds = rounds
 	case sc.task != "":
 		for i := range tasks {
 			if tasks[i].ID == sc.task {
@@ -189,12 +240,21 @@ func (sess *session) checkpointPartsLocked(sc scope) error {
 				}
 			}
 		}
-		if rounds := exec.journalOf(sc.task); rounds != nil {
-			if err := set("j/"+sc.task, rounds); err != nil {
-				return err
-			}
+		js := exec.journalOf(sc.task)
+		// Only the last round changes, or rounds are added or dropped
+		// from the end (journal.go): rounds before the last one stored
+		// are as they were.
+		from := min(p.rounds[sc.task], max(len(js)-1, 0))
+		if err := p.setRounds(set, drop, sc.task, js, from); err != nil {
+			return err
+		}
+		if len(js) == 0 {
+			delete(p.rounds, sc.task)
 		} else {
-			drop("j/" + sc.task)
+			if p.rounds == nil {
+				p.rounds = make(map[string]int)
+			}
+			p.rounds[sc.task] = len(js)
 		}
 	}
 
@@ -218,6 +278,20 @@ func (sess *session) checkpointPartsLocked(sc scope) error {
 	return nil
 }
 
+// setRounds sets the round parts of a task's journal js from round from
+// on, and drops the parts of rounds beyond js that the ring holds.
+func (p *cpParts) setRounds(set func(string, any) error, drop func(string), id string, js []journalRound, from int) error {
+	for i := from; i < len(js); i++ {
+		if err := set(roundPart(id, i), &js[i]); err != nil {
+			return err
+		}
+	}
+	for i := len(js); i < p.rounds[id]; i++ {
+		drop(roundPart(id, i))
+	}
+	return nil
+}
+
 // journalOf is the journal of a task, nil when x is.
 func (x *runCheckpoint) journalOf(taskID string) []journalRound {
 	if x == nil {
@@ -227,6 +301,9 @@ func (x *runCheckpoint) journalOf(taskID string) []journalRound {
 }
 
 func taskPart(i int) string { return "t/" + strconv.Itoa(i) }
+
+// roundPart is the name of round i (from 0) of task id's journal.
+func roundPart(id string, i int) string { return "j/" + id + "/" + strconv.Itoa(i) }
 
 // verifyPartsLocked hands verifyParts the checkpoint encoded whole and
 // assembled from the parts the ring holds, both decoded and encoded again
@@ -276,6 +353,16 @@ func assembleCheckpoint(parts map[string][]byte) ([]byte, error) {
 	if err := json.Unmarshal(head, &cp); err != nil {
 		return nil, fmt.Errorf("decode checkpoint head: %w", err)
 	}
+	if b, ok := parts["run"]; ok {
+		if err := json.Unmarshal(b, &cp.Run); err != nil {
+			return nil, fmt.Errorf("decode checkpoint run: %w", err)
+		}
+	}
+	if b, ok := parts["exec"]; ok {
+		if err := json.Unmarshal(b, &cp.Exec); err != nil {
+			return nil, fmt.Errorf("decode checkpoint exec: %w", err)
+		}
+	}
 	if h, ok := parts["history"]; ok {
 		if err := json.Unmarshal(h, &cp.History); err != nil {
 			return nil, fmt.Errorf("decode checkpoint history: %w", err)
@@ -295,21 +382,64 @@ func assembleCheckpoint(parts map[string][]byte) ([]byte, error) {
 			cp.Run.Tasks = append(cp.Run.Tasks, t)
 		}
 	}
-	for name, b := range parts {
-		id, ok := strings.CutPrefix(name, "j/")
-		if !ok || cp.Exec == nil {
-			continue
+	if cp.Exec != nil {
+		journal, err := assembleJournal(parts)
+		if err != nil {
+			return nil, err
 		}
-		var rounds []journalRound
-		if err := json.Unmarshal(b, &rounds); err != nil {
-			return nil, fmt.Errorf("decode checkpoint journal of %s: %w", id, err)
-		}
-		if cp.Exec.Journal == nil {
-			cp.Exec.Journal = make(map[string][]journalRound)
-		}
-		cp.Exec.Journal[id] = rounds
+		cp.Exec.Journal = journal
 	}
 	return json.Marshal(&cp)
+}
+
+// assembleJournal makes the journal parts one journal again: a task's
+// rounds (j/ID/N, a round each, N from 0), or its whole journal (j/ID, an
+// array: what the Baton before rounds wrote).
+func assembleJournal(parts map[string][]byte) (map[string][]journalRound, error) {
+	var journal map[string][]journalRound
+	rounds := make(map[string]map[int]journalRound)
+	for name, b := range parts {
+		key, ok := strings.CutPrefix(name, "j/")
+		if !ok {
+			continue
+		}
+		if journal == nil {
+			journal = make(map[string][]journalRound)
+		}
+		if len(b) > 0 && b[0] == '[' {
+			var js []journalRound
+			if err := json.Unmarshal(b, &js); err != nil {
+				return nil, fmt.Errorf("decode checkpoint journal of %s: %w", key, err)
+			}
+			journal[key] = js
+			continue
+		}
+		slash := strings.LastIndexByte(key, '/')
+		n, err := strconv.Atoi(key[slash+1:])
+		if slash < 0 || err != nil || n < 0 {
+			return nil, fmt.Errorf("checkpoint part %q: not a journal round", name)
+		}
+		var r journalRound
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("decode checkpoint journal round %s: %w", key, err)
+		}
+		id := key[:slash]
+		if rounds[id] == nil {
+			rounds[id] = make(map[int]journalRound)
+		}
+		rounds[id][n] = r
+	}
+	for id, byN := range rounds {
+		js := make([]journalRound, len(byN))
+		for n, r := range byN {
+			if n >= len(js) {
+				return nil, fmt.Errorf("checkpoint journal of %s: round %d of %d", id, n, len(js))
+			}
+			js[n] = r
+		}
+		journal[id] = js
+	}
+	return journal, nil
 }
 
 // checkpointData is the checkpoint of a session opened from the store,

@@ -132,7 +132,7 @@ func (e taskEvents) Replied(taskID string, r solver.Round) {
 		return
 	}
 	x.journalReply(taskID, r)
-	sess.changedScopeLocked(scope{task: taskID})
+	sess.changedScopeLocked(scope{task: taskID, run: runKept, execKept: true}) // the journal alone
 }
 
 // journalReply records a reply as the task's latest round.
