@@ -13,7 +13,9 @@
 // confirmations itself, drops connections at random to exercise resume,
 // and reports throughput, delivery latency and CPU per event (its own, and
 // with -debug-addr the servers'). With -pace it offers a fixed rate of
-// events instead of as many as the servers take (pace.go).
+// events instead of as many as the servers take (pace.go). With -storm N
+// it makes a resume storm instead: N sessions with runs in flight, every
+// connection dropped at once, every session resumed at once (storm.go).
 //
 //	go run ./cmd/baton-load -url ws://localhost:8080/ws -sessions 100 -runs 5 -drop-rate 6
 //
