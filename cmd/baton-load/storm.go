@@ -53,14 +53,14 @@ type StormReport struct {
 	// -debug-addr servers'. ServerPeakRSSMB is -server-pid's peak resident
 	// memory over the same window, ServerRSSBeforeMB its resident memory
 	// just before the drop; 0 without -server-pid.
-	ServerCPUSeconds  float64  `json:"server_cpu_seconds,omitempty"`
-	ServerRSSBeforeMB float64  `json:"server_rss_before_mb,omitempty"`
-	ServerPeakRSSMB   float64  `json:"server_peak_rss_mb,omitempty"`
+	ServerCPUSeconds  float64 `json:"server_cpu_seconds,omitempty"`
+	ServerRSSBeforeMB float64 `json:"server_rss_before_mb,omitempty"`
+	ServerPeakRSSMB   float64 `json:"server_peak_rss_mb,omitempty"`
 	// ToolCPUSeconds is the tool's own CPU time over the same window (its
 	// 10,000 clients reconnecting are work too, on the same machine).
-	ToolCPUSeconds float64 `json:"tool_cpu_seconds"`
-	Violations        []string `json:"violations"`
-	ViolationsNum     int      `json:"violation_count"`
+	ToolCPUSeconds float64  `json:"tool_cpu_seconds"`
+	Violations     []string `json:"violations"`
+	ViolationsNum  int      `json:"violation_count"`
 }
 
 // stormSession is one session of a storm.
