@@ -410,13 +410,13 @@ def main():
           "tool's CPU beside it. Then every plan is confirmed and every run must end in a final "
           "answer, every event delivered exactly once across the drop. Targets (issue 27): all "
           "10,000 within 2 s on the same node, within 5 s after a takeover.\n")
-        w("| scenario | sessions | resumed | all resumed s | p50 ms | p99 ms | max ms | server CPU s | RSS before MB | peak RSS MB | tool CPU s | resyncs | rejections | server errors | runs ended | violations |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        w("| scenario | sessions | resumed | all resumed s | p50 ms | p99 ms | max ms | server CPU s | RSS before MB | peak RSS MB | tool CPU s | listen overflows | resyncs | rejections | server errors | runs ended | violations |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in storms:
             w(f"| {r['scenario']} | {r['sessions']} | {r['resumed']} | {f2(r['seconds_to_all_resumed'])} | "
               f"{f0(r['resume_p50_ms'])} | {f0(r['resume_p99_ms'])} | {f0(r['resume_max_ms'])} | "
               f"{f2(r.get('server_cpu_seconds', 0))} | {f0(r.get('server_rss_before_mb', 0))} | {f0(r.get('server_peak_rss_mb', 0))} | "
-              f"{f2(r.get('tool_cpu_seconds', 0))} | {r['resyncs']} | {r['rejections']} | {r['server_errors']} | {r['runs']} | {r['violation_count']} |")
+              f"{f2(r.get('tool_cpu_seconds', 0))} | {r.get('listen_overflows', '')} | {r['resyncs']} | {r['rejections']} | {r['server_errors']} | {r['runs']} | {r['violation_count']} |")
         w("")
 
     w("## Idle sessions\n")

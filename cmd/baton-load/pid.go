@@ -67,3 +67,37 @@ func statusKB(b []byte, name string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// listenOverflows returns the machine's TcpExt ListenOverflows (connections
+// dropped on a full listen queue) from /proc/net/netstat, 0 when it cannot.
+func listenOverflows() int64 {
+	b, err := os.ReadFile("/proc/net/netstat")
+	if err != nil {
+		return 0
+	}
+	return netstatField(b, "ListenOverflows")
+}
+
+// netstatField reads a TcpExt counter of /proc/net/netstat, 0 when absent.
+func netstatField(b []byte, name string) int64 {
+	// Pairs of lines: "TcpExt: names..." then "TcpExt: values...".
+	var names [][]byte
+	for line := range bytes.Lines(b) {
+		f := bytes.Fields(line)
+		if len(f) == 0 || string(f[0]) != "TcpExt:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if string(n) == name && i < len(f) {
+				v, _ := strconv.ParseInt(string(f[i]), 10, 64)
+				return v
+			}
+		}
+		return 0
+	}
+	return 0
+}

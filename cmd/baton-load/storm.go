@@ -58,9 +58,14 @@ type StormReport struct {
 	ServerPeakRSSMB   float64 `json:"server_peak_rss_mb,omitempty"`
 	// ToolCPUSeconds is the tool's own CPU time over the same window (its
 	// 10,000 clients reconnecting are work too, on the same machine).
-	ToolCPUSeconds float64  `json:"tool_cpu_seconds"`
-	Violations     []string `json:"violations"`
-	ViolationsNum  int      `json:"violation_count"`
+	ToolCPUSeconds float64 `json:"tool_cpu_seconds"`
+	// ListenOverflows counts the connections the kernel dropped over the
+	// same window because a listen queue was full (TcpExt ListenOverflows
+	// of /proc/net/netstat, the whole machine's; Linux): each costs its
+	// client a SYN retransmission, 1 s then doubling.
+	ListenOverflows int64    `json:"listen_overflows"`
+	Violations      []string `json:"violations"`
+	ViolationsNum   int      `json:"violation_count"`
 }
 
 // stormSession is one session of a storm.
@@ -228,6 +233,7 @@ func storm(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	overflows := listenOverflows()
 	dropped, toolCPU := time.Now(), proc.CPU()
 	if cfg.stormKill > 0 {
 		if err := syscall.Kill(cfg.stormKill, syscall.SIGKILL); err != nil {
@@ -257,6 +263,7 @@ func storm(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	})
 	cancel()
 	rep.ToolCPUSeconds = (proc.CPU() - toolCPU).Seconds()
+	rep.ListenOverflows = listenOverflows() - overflows
 	if cfg.serverPID > 0 {
 		after, err := readPID(cfg.serverPID, false)
 		if err != nil {
@@ -348,7 +355,7 @@ func printStorm(w io.Writer, r StormReport) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "load tool: CPU %.2fs\n", r.ToolCPUSeconds)
+	fmt.Fprintf(w, "load tool: CPU %.2fs  listen queue overflows (the machine's) %d\n", r.ToolCPUSeconds, r.ListenOverflows)
 	fmt.Fprintf(w, "resyncs %d  rejections %d  server errors %d  runs ended %d  events %d\n",
 		r.Resyncs, r.Rejections, r.ServerErrors, r.Runs, r.Events)
 	fmt.Fprintf(w, "violations %d\n", r.ViolationsNum)
