@@ -37,7 +37,7 @@ func TestStorm(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := []string{"-storm", "200", "-json", "-quiet"}
+			args := []string{"-storm", "100", "-json", "-quiet"}
 			urls := tt.urls(t)
 			for _, u := range urls {
 				args = append(args, "-url", u)
@@ -54,10 +54,10 @@ func TestStorm(t *testing.T) {
 			if err != nil || rep.ViolationsNum != 0 {
 				t.Fatalf("run: %v; violations %v", err, rep.Violations)
 			}
-			if rep.Resumed != 200 || rep.Runs != 200 || rep.Rejections != 0 || rep.Events == 0 || rep.SecondsToAll <= 0 {
-				t.Errorf("report %+v: want 200 sessions resumed and 200 runs ended, no rejection", rep)
+			if rep.Resumed != 100 || rep.Runs != 100 || rep.Rejections != 0 || rep.Events == 0 || rep.SecondsToAll <= 0 {
+				t.Errorf("report %+v: want 100 sessions resumed and 100 runs ended, no rejection", rep)
 			}
-			t.Logf("200 resumed in %.2fs (p50 %.0fms, p99 %.0fms), %d resyncs, %d events",
+			t.Logf("100 resumed in %.2fs (p50 %.0fms, p99 %.0fms), %d resyncs, %d events",
 				rep.SecondsToAll, rep.ResumeP50MS, rep.ResumeP99MS, rep.Resyncs, rep.Events)
 		})
 	}
