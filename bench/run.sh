@@ -292,11 +292,18 @@ if command -v redis-server >/dev/null; then
     echo "== a resume storm of $storm sessions after a kill -9 of their node (takeover)" >&2
     run_storm "takeover" $bpid -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -storm-kill $apid
     wait $apid 2>/dev/null || true
+    stop $bpid
     flushredis
-    start_baton --sim-delay 20ms --store redis --redis-url "$redis"
-    apid=$spid
+    if [ $only_storm = 0 ]; then # fresh nodes for the two-node load
+      start_baton --sim-delay 20ms --store redis --redis-url "$redis"
+      apid=$spid
+      "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" \
+        --log-format json 2>>"$bin/baton.log" >/dev/null &
+      bpid=$!
+      waithealth $port2
+    fi
   fi
-  [ $only_storm = 1 ] && { stop $apid $bpid; stop $rpid; apid=; }
+  [ $only_storm = 1 ] && { stop $rpid; apid=; }
   [ -n "$apid" ] && measure section=twonode -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \
     -sessions 200 -runs 5 -drop-rate 120 -ack-every 20 | say "two nodes (server: the first)"
   [ -n "$apid" ] && stop $apid $bpid
