@@ -26,7 +26,9 @@
 #   BENCH_KEEP                a file to keep this run's raw results in
 #   BENCH_BEFORE              an earlier run's kept results: the report sets
 #       Baton's figures beside them (before/after)
-#   BENCH_SECTIONS (all)      "redis": only the Redis store's section
+#   BENCH_SECTIONS (all)      "redis": only the Redis store's section; "storm":
+#       only the resume storms
+#   BENCH_STORM (10000)       sessions in each resume storm
 set -euo pipefail
 # Supplied binaries are named from the caller's directory.
 baton=${BENCH_BATON_BIN:+$(realpath "$BENCH_BATON_BIN")}
@@ -163,7 +165,20 @@ say() { # the progress line of a report
 # BENCH_SECTIONS=redis measures only the Redis store's section (a quick
 # before/after of the store; the report then has only that section).
 only_redis=0; [ "${BENCH_SECTIONS:-all}" = redis ] && only_redis=1
-if [ $only_redis = 0 ]; then
+only_storm=0; [ "${BENCH_SECTIONS:-all}" = storm ] && only_storm=1
+storm=${BENCH_STORM:-10000}
+# storm SCENARIO PID ARGS...: a resume storm of $storm sessions (baton-load
+# -storm), its report appended to the results; the tool reads PID's CPU and
+# peak RSS from /proc itself, from the drop until every session resumed.
+run_storm() {
+  local scenario=$1 pid=$2; shift 2
+  "${on_load[@]}" timeout 600 "$loadbin" -storm "$storm" -storm-timeout 120s -quiet -json -server-pid "$pid" "$@" >"$bin/storm.json" || true
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r.update(section="storm", scenario=sys.argv[2]); print(json.dumps(r))' \
+    "$bin/storm.json" "$scenario" >>"$results" || { echo "  $scenario: the storm gave no report" >&2; return 0; }
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("  %s: %d of %d resumed in %.2f s (p50 %.0f ms, p99 %.0f ms), server CPU %.2f s, peak RSS %.0f MB, %d resyncs, %d rejections, %d violations" % (sys.argv[2], r["resumed"], r["sessions"], r["seconds_to_all_resumed"], r["resume_p50_ms"], r["resume_p99_ms"], r.get("server_cpu_seconds", 0), r.get("server_peak_rss_mb", 0), r["resyncs"], r["rejections"], r["violation_count"]))' \
+    "$bin/storm.json" "$scenario" >&2
+}
+if [ $only_redis = 0 ] && [ $only_storm = 0 ]; then
 echo "== Baton, bare and Socket.IO, $reps repetitions" >&2
 servers=(baton naive preencoded)
 [ $sio = 1 ] && servers+=(socketio)
@@ -226,6 +241,13 @@ done
 
 fi # only_redis
 
+echo "== a resume storm of $storm sessions on one node" >&2
+if [ $only_redis = 0 ] && grep -q -- '-storm' <<<"$("$loadbin" -h 2>&1 || true)"; then
+  start_baton --sim-delay 0
+  run_storm "same node" $spid -url "ws://127.0.0.1:$port/ws"
+  stop $spid
+fi
+
 echo "== the Redis store" >&2
 if command -v redis-server >/dev/null; then
   mkdir -p "$bin/redis"
@@ -239,6 +261,7 @@ if command -v redis-server >/dev/null; then
   }
   # The comparison's loads with each store, interleaved as there: every
   # load's first repetition with memory then Redis, then the second ones.
+  [ $only_storm = 1 ] && reps=0
   for rep in $(seq "$reps"); do
     for l in u100 u1000 p1000; do
       [ $l = p1000 ] && [ $pace = 0 ] && continue
@@ -265,23 +288,44 @@ if command -v redis-server >/dev/null; then
     --log-format json 2>>"$bin/baton.log" >/dev/null &
   bpid=$!
   waithealth $port2
-  measure section=twonode -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \
+  if grep -q -- '-storm' <<<"$("$loadbin" -h 2>&1 || true)"; then
+    echo "== a resume storm of $storm sessions after a kill -9 of their node (takeover)" >&2
+    run_storm "takeover" $bpid -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -storm-kill $apid
+    wait $apid 2>/dev/null || true
+    stop $bpid
+    flushredis
+    if [ $only_storm = 0 ]; then # fresh nodes for the two-node load
+      start_baton --sim-delay 20ms --store redis --redis-url "$redis"
+      apid=$spid
+      "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" \
+        --log-format json 2>>"$bin/baton.log" >/dev/null &
+      bpid=$!
+      waithealth $port2
+    fi
+  fi
+  [ $only_storm = 1 ] && { stop $rpid; apid=; }
+  [ -n "$apid" ] && measure section=twonode -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -quiet -json \
     -sessions 200 -runs 5 -drop-rate 120 -ack-every 20 | say "two nodes (server: the first)"
-  stop $apid $bpid
-  go test -run '^$' -bench 'OpenRing1000|Writer' -benchmem -count 1 ./redisstore/ | grep -E '^Benchmark' >"$bin/redisbench.txt" || true
-  stop $rpid
+  [ -n "$apid" ] && stop $apid $bpid
+  [ $only_storm = 0 ] && go test -run '^$' -bench 'OpenRing1000|Writer' -benchmem -count 1 ./redisstore/ | grep -E '^Benchmark' >"$bin/redisbench.txt" || true
+  [ -n "$apid" ] && stop $rpid
 else
   echo "  redis-server is missing: not measured" >&2
   meta redis_skipped "redis-server is missing"
 fi
 
-if [ $only_redis = 0 ]; then
+if [ $only_redis = 0 ] && [ $only_storm = 0 ]; then
 echo "== the JavaScript client and go benchmarks" >&2
 node web/testdata/bench.mjs >"$bin/jsbench.txt" 2>&1 || echo "node is missing: not measured" >"$bin/jsbench.txt"
 go test -run '^$' -bench 'ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound|Event$|EventParallel' \
   -benchmem -count 1 ./orchestrator/ ./buffer/ ./wsproto/ ./solver/ ./metrics/ | grep -E '^Benchmark' >"$bin/gobench.txt" || true
 fi
 
+if [ $only_storm = 1 ]; then # the report needs every section: only the storms' results
+  grep '"section": "storm"' "$results" || true
+  [ -n "${BENCH_KEEP:-}" ] && cp "$results" "$BENCH_KEEP"
+  exit 0
+fi
 meta date "$(date -u +%Y-%m-%d)" nproc "$(nproc)" cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
   mem "$(free -g | awk '/Mem:/ {print $2}') GiB" go "$(go version | cut -d' ' -f3)" kernel "$(uname -r)" \
   minutes "$(( ($(date +%s) - began + 30) / 60 ))"

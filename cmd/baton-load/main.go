@@ -13,7 +13,9 @@
 // confirmations itself, drops connections at random to exercise resume,
 // and reports throughput, delivery latency and CPU per event (its own, and
 // with -debug-addr the servers'). With -pace it offers a fixed rate of
-// events instead of as many as the servers take (pace.go).
+// events instead of as many as the servers take (pace.go). With -storm N
+// it makes a resume storm instead: N sessions with runs in flight, every
+// connection dropped at once, every session resumed at once (storm.go).
 //
 //	go run ./cmd/baton-load -url ws://localhost:8080/ws -sessions 100 -runs 5 -drop-rate 6
 //
@@ -75,6 +77,13 @@ type config struct {
 	cpuProfile string  // a CPU profile of the tool itself is written here
 	pace       float64 // events per second offered; 0 for as fast as it goes
 	debugAddrs urls    // the servers' --debug-addr, for their CPU and write syscalls
+	// A resume storm (storm.go): sessions, how long they have to resume,
+	// the server to kill instead of dropping (0: none) and the server whose
+	// CPU and memory to read from /proc (0: none).
+	storm        int
+	stormTimeout time.Duration
+	stormKill    int
+	serverPID    int
 }
 
 // token is session i's bearer token, "" when none was given.
@@ -117,14 +126,21 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the tool itself (not the server) to this file")
 	fs.Float64Var(&c.pace, "pace", 0, "offer this many events per second across all sessions, by pacing run starts (0: each session starts its next run at once)")
 	fs.Var(&c.debugAddrs, "debug-addr", "a server's --debug-addr (host:port): report its CPU time and write syscalls per event; repeat for several servers (summed)")
+	fs.IntVar(&c.storm, "storm", 0, "instead of runs: a resume storm of this many sessions (e.g. 10000): each starts a run that waits for its plan's confirmation, every connection is dropped at once and every session resumes at once; then the plans are confirmed and every run must end")
+	fs.DurationVar(&c.stormTimeout, "storm-timeout", time.Minute, "-storm: sessions not resumed by then fail the storm")
+	fs.IntVar(&c.stormKill, "storm-kill", 0, "-storm: SIGKILL this process (the server the sessions are on) instead of dropping the connections; use with -resume-elsewhere")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "-storm: read this server's CPU time and peak memory during the storm from /proc (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if len(c.urls) == 0 {
 		c.urls = urls{"ws://localhost:8080/ws"}
 	}
-	if c.sessions < 1 || c.runs < 1 || c.dropRate < 0 || c.ackEvery < 0 || c.pace < 0 {
-		return c, errors.New("-sessions and -runs must be at least 1, -drop-rate, -ack-every and -pace not negative")
+	if c.sessions < 1 || c.runs < 1 || c.dropRate < 0 || c.ackEvery < 0 || c.pace < 0 || c.storm < 0 {
+		return c, errors.New("-sessions and -runs must be at least 1, -drop-rate, -ack-every, -pace and -storm not negative")
+	}
+	if c.stormKill > 0 && (!c.elsewhere || len(c.urls) < 2) {
+		return c, errors.New("-storm-kill needs -resume-elsewhere and a second -url to resume on")
 	}
 	c.mix = map[string]int{}
 	for _, part := range strings.Split(*mix, ",") {
@@ -168,6 +184,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	if cfg.idle > 0 {
 		return idle(ctx, cfg, stdout)
+	}
+	if cfg.storm > 0 {
+		return storm(ctx, cfg, stdout, stderr)
 	}
 
 	if cfg.cpuProfile != "" {
