@@ -89,18 +89,6 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 			l.latency.record(f.Received.Sub(f.Timestamp))
 		}
 	}
-	onConfirm := func(c wsproto.UserConfirm) *client.Answer {
-		yes, text := true, "the first one"
-		switch c.Kind {
-		case wsproto.ConfirmTaskFailed:
-			return &client.Answer{Action: "skip"}
-		case wsproto.ConfirmTool:
-			return &client.Answer{Approved: &yes}
-		case wsproto.ConfirmInput:
-			return &client.Answer{Text: &text}
-		}
-		return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
-	}
 	first := i % len(cfg.urls)
 	var elsewhere []string
 	if cfg.elsewhere {
@@ -109,7 +97,7 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: onConfirm,
+	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: answer,
 		Elsewhere: elsewhere, Token: cfg.token(i), SkipState: true})
 	cancel()
 	if err != nil {

@@ -96,6 +96,8 @@ func (s *stormSession) onConfirm(c wsproto.UserConfirm) *client.Answer {
 	return answer(c)
 }
 
+// answer is the load's answer to every confirmation: yes, skip a failed
+// task, allow a tool, "the first one" to a question.
 func answer(c wsproto.UserConfirm) *client.Answer {
 	yes, text := true, "the first one"
 	switch c.Kind {
@@ -106,7 +108,7 @@ func answer(c wsproto.UserConfirm) *client.Answer {
 	case wsproto.ConfirmInput:
 		return &client.Answer{Text: &text}
 	}
-	return &client.Answer{Confirmed: &yes}
+	return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
 }
 
 func (s *stormSession) pendingStep() string {
