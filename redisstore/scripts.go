@@ -29,8 +29,13 @@ local function expire(meta, events, ttl)
     redis.call('PEXPIREAT', meta, d + dttl)
     redis.call('PEXPIREAT', events, d + dttl)
   elseif ttl > 0 then
-    redis.call('PEXPIRE', meta, ttl)
-    redis.call('PEXPIRE', events, ttl)
+    -- One deadline for both keys: two PEXPIREs read the clock twice, and
+    -- Redis 7.0 does not freeze it within a script (they differed by a
+    -- millisecond under load).
+    local t = redis.call('TIME')
+    local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ttl
+    redis.call('PEXPIREAT', meta, at)
+    redis.call('PEXPIREAT', events, at)
   end
 end
 `
