@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/baton-run/baton/internal/skipreport"
@@ -116,6 +118,15 @@ func openPageAt(t *testing.T, srv *testServer, path string) *page {
 			t.Errorf("page console: %s", m)
 		}
 	})
+	// Reduced motion: the page then scrolls to a new answer at once, not
+	// smoothly, so a click at an element's coordinates cannot land
+	// elsewhere while the page moves (a request sent right after an answer
+	// was lost so: its send button had moved under the click).
+	p.do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}})
+		return err
+	}))
 	p.do(chromedp.Navigate(srv.URL + path))
 	return p
 }
