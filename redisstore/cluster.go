@@ -25,6 +25,7 @@ type Cluster struct {
 	node     *Node
 	capacity int
 	tails    *redis.Client
+	lease    *redis.Client // the node's renewals'
 }
 
 var _ orchestrator.Cluster = (*Cluster)(nil)
@@ -69,7 +70,7 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 	if opt.TTL <= 0 {
 		opt.TTL = time.Hour
 	}
-	tails := tailClient(rdb, opt.Failover)
+	tails := ownClient(rdb, opt.Failover, 1<<14, false)
 	id := "node_" + uuid.NewString()
 	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL,
 		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter, Replicas: opt.Replicas})
@@ -77,38 +78,45 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 		tails.Close()
 		return nil, err
 	}
-	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas})
+	lease := ownClient(rdb, opt.Failover, 2, true)
+	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas, LeaseClient: lease})
 	if err != nil {
 		store.Close()
 		tails.Close()
+		lease.Close()
 		return nil, err
 	}
-	return &Cluster{store: store, node: node, capacity: opt.Capacity, tails: tails}, nil
+	return &Cluster{store: store, node: node, capacity: opt.Capacity, tails: tails, lease: lease}, nil
 }
 
-// tailClient returns a client of rdb's Redis for the tails (the clients
-// served here of sessions another node owns): one of its connections
-// blocks in the Store's one XREAD for all of them, and the others answer
-// their checks, apart from the writer's pool. A failover
-// client's copy would dial through rdb's sentinels but keep its pooled
-// connections to a demoted master, which only rdb's pool drops on a
-// switch: the tails get a failover client of their own instead.
-func tailClient(rdb *redis.Client, failover *redis.FailoverOptions) *redis.Client {
+// ownClient returns a client of rdb's Redis with a pool of its own, of
+// pool connections: the tails' (the clients served here of sessions
+// another node owns: one of its connections blocks in the Store's one
+// XREAD for all of them, and the others answer their checks, apart from
+// the writer's pool) and the lease renewals' (which must not queue behind
+// the node's other traffic, and end at their context's deadline:
+// deadlines). A failover client's copy would dial through rdb's sentinels
+// but keep its pooled connections to a demoted master, which only rdb's
+// pool drops on a switch: these get a failover client of their own
+// instead.
+func ownClient(rdb *redis.Client, failover *redis.FailoverOptions, pool int, deadlines bool) *redis.Client {
 	if failover != nil {
 		fopt := *failover
-		fopt.PoolSize = 1 << 14
+		fopt.PoolSize = pool
+		fopt.ContextTimeoutEnabled = fopt.ContextTimeoutEnabled || deadlines
 		return redis.NewFailoverClient(&fopt)
 	}
 	topt := *rdb.Options()
-	topt.PoolSize = 1 << 14
+	topt.PoolSize = pool
+	topt.ContextTimeoutEnabled = topt.ContextTimeoutEnabled || deadlines
 	// Its own notification config: the copied one is rdb's, already bound.
 	topt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return redis.NewClient(&topt)
 }
 
-// Close flushes the store and closes the tails' client.
+// Close flushes the store and closes the tails' and the lease's clients.
 func (cl *Cluster) Close() error {
-	return errors.Join(cl.store.Close(), cl.tails.Close())
+	return errors.Join(cl.store.Close(), cl.tails.Close(), cl.lease.Close())
 }
 
 // Node, and the methods below, implement orchestrator.Cluster.

@@ -20,6 +20,7 @@ import (
 // baton:node:ID:msgs.
 type Node struct {
 	rdb      redis.UniversalClient
+	lease    redis.UniversalClient // the renewals' (NodeOptions.LeaseClient)
 	id       string
 	ttl      time.Duration
 	replicas *replicaSet // NodeOptions.Replicas
@@ -27,10 +28,13 @@ type Node struct {
 	// the node is never seen alive without it.
 	sub *redis.PubSub
 
-	// renewed carries, from heartbeat to watch, the time until which the
-	// last renewal holds the lease for sure; lapses tells the node's user
-	// that it may have lapsed (Lapses).
-	renewed chan time.Time
+	// held is the time until which the latest renewal holds the lease
+	// for sure (guarded by heldMu); renewed wakes watch when it moved
+	// (cap 1); lapses tells the node's user that the lease may have
+	// lapsed (Lapses).
+	heldMu  sync.Mutex
+	held    time.Time
+	renewed chan struct{}
 	lapses  chan struct{}
 
 	stop chan struct{}
@@ -59,6 +63,13 @@ type NodeOptions struct {
 	// a hold would have every node's lease lapse whenever a replica
 	// restarts.
 	Replicas int
+	// LeaseClient, if set, is the client the renewals go through: a
+	// client of the same Redis with a pool of its own (NewCluster's holds
+	// two connections), so that a renewal never queues for a connection
+	// behind the node's other traffic — a takeover storm fills the shared
+	// pool for seconds, longer than the lease lasts. Nil: the renewals
+	// share rdb.
+	LeaseClient redis.UniversalClient
 }
 
 // Join announces a server in the cluster and keeps it alive until Leave.
@@ -66,8 +77,12 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 	if opt.LeaseTTL <= 0 {
 		opt.LeaseTTL = DefaultLeaseTTL
 	}
-	n := &Node{rdb: rdb, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, hold: noHold}, stop: make(chan struct{}),
-		renewed: make(chan time.Time, 1), lapses: make(chan struct{}, 1)}
+	lease := opt.LeaseClient
+	if lease == nil {
+		lease = rdb
+	}
+	n := &Node{rdb: rdb, lease: lease, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, hold: noHold}, stop: make(chan struct{}),
+		renewed: make(chan struct{}, 1), lapses: make(chan struct{}, 1)}
 	n.sub = rdb.Subscribe(ctx, channel(id))
 	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
 		n.sub.Close()
@@ -107,7 +122,7 @@ return 1
 // replicas hold the renewal (replicaSet: WAIT on the same connection, in
 // one pipeline).
 func (n *Node) renew(ctx context.Context) error {
-	p := n.rdb.Pipeline()
+	p := n.lease.Pipeline()
 	// EVAL, not EVALSHA: a restarted Redis has no script cache, and a
 	// pipeline does not fall back.
 	renewScript.Eval(ctx, p, []string{aliveKey(n.id), nodesKey},
@@ -147,30 +162,56 @@ func (n *Node) firstRenew(ctx context.Context) (time.Time, error) {
 	}
 }
 
-// heartbeat renews the liveness key three times per TTL.
+// heartbeat renews the liveness key three times per TTL. A renewal does
+// not wait for the one before it, up to two at once: on a node so loaded
+// that a renewal takes most of a second (a takeover storm), renewals
+// started one after another would leave gaps longer than the lease
+// holds, and the node would give every session up for want of a renewal
+// that was only slow.
 func (n *Node) heartbeat() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.ttl / 3)
 	defer t.Stop()
+	var renewals sync.WaitGroup // heartbeat owns them: it returns once they end
+	defer renewals.Wait()
+	slots := make(chan struct{}, 2)
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
-			began := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), n.ttl/3)
-			err := n.renew(ctx) // a miss is retried at the next tick; three in a row let the lease lapse
-			cancel()
-			if err == nil {
-				// Only the latest counts: one watch has not read yet
-				// is replaced (heartbeat is the only sender).
-				select {
-				case <-n.renewed:
-				default:
-				}
-				n.renewed <- n.holds(began)
+			select {
+			case slots <- struct{}{}:
+			default:
+				continue // two under way: this tick is skipped, as a miss
 			}
+			renewals.Add(1)
+			go func() {
+				defer renewals.Done()
+				defer func() { <-slots }()
+				began := time.Now()
+				// Past holds(began) its success would come too late to count.
+				ctx, cancel := context.WithDeadline(context.Background(), n.holds(began))
+				defer cancel()
+				if n.renew(ctx) == nil { // a miss: the next tick's renewal may make it
+					n.renewedAt(n.holds(began))
+				}
+			}()
 		}
+	}
+}
+
+// renewedAt records that the lease is held until held, unless a later
+// renewal already holds it longer, and wakes watch.
+func (n *Node) renewedAt(held time.Time) {
+	n.heldMu.Lock()
+	if held.After(n.held) {
+		n.held = held
+	}
+	n.heldMu.Unlock()
+	select {
+	case n.renewed <- struct{}{}:
+	default: // watch has one to read already: it reads held then
 	}
 }
 
@@ -190,13 +231,17 @@ func (n *Node) holds(began time.Time) time.Time { return began.Add(n.ttl - n.ttl
 // and a later lapse is told again.
 func (n *Node) watch(held time.Time) {
 	defer n.wg.Done()
+	n.renewedAt(held)
 	lapse := time.NewTimer(time.Until(held))
 	defer lapse.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
-		case held = <-n.renewed:
+		case <-n.renewed:
+			n.heldMu.Lock()
+			held = n.held
+			n.heldMu.Unlock()
 			lapse.Reset(time.Until(held))
 		case <-lapse.C:
 			select {

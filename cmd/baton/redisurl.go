@@ -31,13 +31,24 @@ func parseRedisURL(s string) (redisConn, error) {
 	if err != nil {
 		return redisConn{}, unquoted(err)
 	}
+	// RESP2 unless the URL asks otherwise (?protocol=3): Baton uses no
+	// RESP3 push notification, and a RESP3 client peeks at its connection
+	// for one before every command — a read syscall each, 7 % of a
+	// node's CPU in a takeover storm (docs/performance.md).
+	resp2 := !u.Query().Has("protocol")
 	if !u.Query().Has("master_name") {
 		opt, err := redis.ParseURL(s)
+		if err == nil && resp2 {
+			opt.Protocol = 2
+		}
 		return redisConn{single: opt}, unquoted(err)
 	}
 	opt, err := redis.ParseFailoverURL(s)
 	if err != nil {
 		return redisConn{}, unquoted(err)
+	}
+	if resp2 {
+		opt.Protocol = 2
 	}
 	if opt.MasterName == "" {
 		return redisConn{}, fmt.Errorf("master_name is empty: name the master the sentinels monitor")
