@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -74,9 +75,17 @@ type Options struct {
 	// Resume makes the client reconnect and resume by itself when the
 	// connection drops. Defaults to false.
 	Resume bool
-	// ResumeDelay is the pause before each reconnection attempt. Defaults
-	// to 50ms.
+	// ResumeDelay is the pause before the first reconnection attempt
+	// after a drop; it doubles after each failed attempt up to
+	// MaxResumeDelay, and every pause is spread ±50 % at random, so that
+	// the clients of a server that went away do not all come back at the
+	// same instant. A resume the server answered with retry_after_ms
+	// (busy: it is taking over many sessions at once) waits that long
+	// instead. Defaults to 50ms.
 	ResumeDelay time.Duration
+	// MaxResumeDelay caps the pause between reconnection attempts.
+	// Defaults to 2s (at least ResumeDelay).
+	MaxResumeDelay time.Duration
 	// OnEvent is called, on the client's reader goroutine, with every
 	// sequenced event once and in seq order, and with every unsequenced
 	// frame. It must not block for long.
@@ -200,9 +209,7 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	if opts != nil {
 		c.opts = *opts
 	}
-	if c.opts.ResumeDelay <= 0 {
-		c.opts.ResumeDelay = 50 * time.Millisecond
-	}
+	c.opts.defaults()
 	c.urls = append([]string{url}, c.opts.Elsewhere...)
 	ws, first, err := c.dial(ctx)
 	if err != nil {
@@ -232,9 +239,7 @@ func Follow(ctx context.Context, url, sessionID, followToken string, opts *Optio
 		c.opts = *opts
 	}
 	c.opts.Follow = true
-	if c.opts.ResumeDelay <= 0 {
-		c.opts.ResumeDelay = 50 * time.Millisecond
-	}
+	c.opts.defaults()
 	c.urls = append([]string{url}, c.opts.Elsewhere...)
 	c.sessionID, c.token, c.follow = sessionID, followToken, followToken
 	ws, err := c.resume(ctx)
@@ -327,8 +332,9 @@ func (c *Client) loop(ws *websocket.Conn) {
 		if closed || !(c.opts.Resume || renew) {
 			return
 		}
-		for {
-			time.Sleep(c.opts.ResumeDelay) // pacing between reconnection attempts, not synchronisation
+		var hint time.Duration
+		for attempt := 0; ; attempt++ {
+			time.Sleep(c.opts.resumePause(attempt, hint)) // pacing between reconnection attempts, not synchronisation
 			c.mu.Lock()
 			closed = c.closed
 			c.mu.Unlock()
@@ -342,6 +348,10 @@ func (c *Client) loop(ws *websocket.Conn) {
 			c.mu.Lock()
 			c.lastErr = rerr
 			c.mu.Unlock()
+			hint = 0
+			if re, ok := errors.AsType[*ResumeError](rerr); ok {
+				hint = re.RetryAfter
+			}
 			if errors.Is(rerr, errRejected) || errors.Is(rerr, ErrClosed) || errors.Is(rerr, ErrFollowLimit) {
 				return
 			}
@@ -350,6 +360,44 @@ func (c *Client) loop(ws *websocket.Conn) {
 }
 
 var errRejected = errors.New("client: resume rejected")
+
+func (o *Options) defaults() {
+	if o.ResumeDelay <= 0 {
+		o.ResumeDelay = 50 * time.Millisecond
+	}
+	if o.MaxResumeDelay <= 0 {
+		o.MaxResumeDelay = 2 * time.Second
+	}
+	o.MaxResumeDelay = max(o.MaxResumeDelay, o.ResumeDelay)
+}
+
+// resumePause is the pause before reconnection attempt n (0: the first
+// after a drop): ResumeDelay doubled n times, capped at MaxResumeDelay,
+// spread ±50 %; or the server's retry hint when the attempt before had one.
+func (o *Options) resumePause(n int, hint time.Duration) time.Duration {
+	if hint > 0 {
+		return hint // spread by the server already
+	}
+	d := o.MaxResumeDelay
+	if n < 30 {
+		d = min(o.ResumeDelay<<n, o.MaxResumeDelay)
+	}
+	return time.Duration(float64(d) * (0.5 + rand.Float64()))
+}
+
+// A ResumeError is a resume the server could not make now: it answered
+// system.error with a code other than resume_rejected (the store did not
+// answer; busy, with a retry hint). Another attempt may succeed.
+type ResumeError struct {
+	Code    string
+	Message string
+	// RetryAfter is the server's hint of when to try again; 0 if none.
+	RetryAfter time.Duration
+}
+
+func (e *ResumeError) Error() string {
+	return fmt.Sprintf("client: resume failed: %s: %s", e.Code, e.Message)
+}
 
 // ErrFollowLimit is a follow the server refused: the session has
 // --max-followers connections attached already.
@@ -404,7 +452,7 @@ func (c *Client) resume(ctx context.Context) (*websocket.Conn, error) {
 			// The server could not resume it now (its store did not
 			// answer): another attempt may.
 			c.deliverOf(f, fresh.SessionID)
-			return nil, fmt.Errorf("client: resume failed: %s: %s", e.Code, e.Message)
+			return nil, &ResumeError{Code: e.Code, Message: e.Message, RetryAfter: time.Duration(e.RetryAfterMS) * time.Millisecond}
 		}
 		c.mu.Lock()
 		c.stats.Rejected++

@@ -109,7 +109,7 @@ func New() *Metrics {
 		sessClosed: counter("sessions_closed_total", "Sessions freed: expired, dropped for the one a connection resumed, lost, or at shutdown."),
 		events:     counterVec("events_total", "Sequenced events emitted, by event type.", "event"),
 		eventOf:    make(map[string]prometheus.Counter, len(serverEvents)),
-		resumes:    counterVec("resumes_total", "Resumes (user.reconnect_with_state), by outcome: replay, resync, rejected, failed.", "outcome"),
+		resumes:    counterVec("resumes_total", "Resumes (user.reconnect_with_state), by outcome: replay, resync, rejected, busy (no takeover slot: resume again after retry_after_ms), failed.", "outcome"),
 		replayed:   counter("resume_replayed_events_total", "Events replayed to resuming clients."),
 		overflows:  counter("send_queue_overflows_total", "Connections closed with 1013 because their send queue overflowed."),
 		runsStarted: counterVec("runs_started_total",

@@ -2,7 +2,12 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/baton-run/baton/wsproto"
 )
 
 // adoption is a session this server is taking from the store, once: the
@@ -21,7 +26,8 @@ type adoption struct {
 // another caller of adoptShared is adopting it right now. One adoption of
 // a session runs at a time; the others wait for it (bounded by ctx) and
 // share its outcome. A session this server holds already is returned as
-// it is.
+// it is. At most MaxTakeovers run at once; one that found no slot within
+// TakeoverWait fails with errAdoptBusy, having changed nothing.
 func (s *Server) adoptShared(ctx context.Context, id, from string) (*session, error) {
 	s.mu.Lock()
 	if sess := s.sessions[id]; sess != nil {
@@ -42,10 +48,87 @@ func (s *Server) adoptShared(ctx context.Context, id, from string) (*session, er
 	s.adoptions[id] = a
 	s.mu.Unlock()
 
-	a.sess, a.err = s.takeOver(ctx, id, from)
+	a.sess, a.err = s.takeOverInSlot(ctx, id, from)
 	s.mu.Lock()
 	delete(s.adoptions, id) // after restore registered the session: no gap between the two
 	s.mu.Unlock()
 	close(a.done)
 	return a.sess, a.err
+}
+
+// errAdoptBusy is a takeover that found no slot (MaxTakeovers) within
+// TakeoverWait: nothing was claimed.
+var errAdoptBusy = errors.New("every takeover slot is taken")
+
+// takeOverInSlot runs takeOver in one of the MaxTakeovers slots, waiting
+// up to TakeoverWait for one.
+func (s *Server) takeOverInSlot(ctx context.Context, id, from string) (*session, error) {
+	if !s.adoptSlotWait(ctx) {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("wait for a takeover slot: %w", context.Cause(ctx))
+		}
+		return nil, errAdoptBusy
+	}
+	defer func() { <-s.adoptSlot }()
+	began := time.Now()
+	sess, err := s.takeOver(ctx, id, from)
+	if err == nil {
+		s.noteTakeover(time.Since(began))
+	}
+	return sess, err
+}
+
+// adoptSlotWait takes a takeover slot, waiting up to TakeoverWait (bounded by
+// ctx); it reports whether it took one.
+func (s *Server) adoptSlotWait(ctx context.Context) bool {
+	select {
+	case s.adoptSlot <- struct{}{}:
+		return true
+	default:
+	}
+	s.adoptWaiting.Add(1)
+	defer s.adoptWaiting.Add(-1)
+	wait := time.NewTimer(s.opts.TakeoverWait)
+	defer wait.Stop()
+	select {
+	case s.adoptSlot <- struct{}{}:
+		return true
+	case <-wait.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// noteTakeover folds a takeover's duration into the moving average the
+// retry hint is made of (an eighth of the new one).
+func (s *Server) noteTakeover(d time.Duration) {
+	for {
+		old := s.adoptTook.Load()
+		next := int64(d)
+		if old > 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if s.adoptTook.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// adoptBusy answers a resume whose takeover found no slot: busy, with a
+// hint of when to resume again — about the time the takeovers under way
+// and waiting take to run through the slots, between 100 ms and 10 s,
+// spread ±50 % so that the clients refused together do not all come back
+// together.
+func (s *Server) adoptBusy() *wsproto.Error {
+	per := time.Duration(s.adoptTook.Load())
+	if per <= 0 {
+		per = 10 * time.Millisecond
+	}
+	slots := int64(cap(s.adoptSlot))
+	d := per * time.Duration(s.adoptWaiting.Load()+slots) / time.Duration(slots)
+	d = min(max(d, 100*time.Millisecond), 10*time.Second)
+	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
+	return &wsproto.Error{Code: wsproto.CodeBusy, RefType: wsproto.EventUserReconnect, RetryAfterMS: d.Milliseconds(),
+		Message: "this server is taking over many sessions at once: resume again after retry_after_ms"}
 }

@@ -58,6 +58,8 @@ func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 		case e == nil: // counted with its answer
 		case e.Code == wsproto.CodeResumeRejected:
 			c.srv.obs.Resumed(ResumeRejected, 0)
+		case e.Code == wsproto.CodeBusy:
+			c.srv.obs.Resumed(ResumeBusy, 0)
 		default:
 			c.srv.obs.Resumed(ResumeFailed, 0)
 		}

@@ -74,8 +74,13 @@ func (s *Server) adopt(ctx context.Context) {
 		return
 	}
 	for _, o := range orphans {
+		if ctx.Err() != nil {
+			return // the rest at the next hunt
+		}
 		_, err := s.adoptShared(ctx, o.Session, o.Node)
 		switch {
+		case errors.Is(err, errAdoptBusy):
+			return // resumes are taking them over: the rest at the next hunt
 		case err == nil, errors.Is(err, errClaimLost):
 		case errors.Is(err, ErrNoSession):
 			// Claim forgot the run: no server tries it again.

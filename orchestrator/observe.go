@@ -30,7 +30,7 @@ type Observer interface {
 	// Event: a sequenced event was appended to a session's ring.
 	Event(event string)
 	// Resumed: a user.reconnect_with_state was answered (ResumeReplay,
-	// ResumeResync, ResumeRejected or ResumeFailed); replayed is the
+	// ResumeResync, ResumeRejected, ResumeBusy or ResumeFailed); replayed is the
 	// number of events replayed.
 	Resumed(outcome string, replayed int)
 	// SendOverflow: a connection's send queue overflowed and it is being
@@ -78,6 +78,7 @@ const (
 	ResumeResync   = "resync"
 	ResumeRejected = "rejected" // resume_rejected
 	ResumeFailed   = "failed"   // any other error: the store did not answer, not the first frame
+	ResumeBusy     = "busy"     // no takeover slot (Options.MaxTakeovers): resume again after its hint
 )
 
 // Kinds of run (Observer.RunStarted).

@@ -99,12 +99,21 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 				return s.proxy(ctx, c, req, rec.Owner, byFollow)
 			}
 		}
-		if _, err := s.adoptShared(ctx, req.SessionID, rec.Owner); err != nil {
+		// The takeover's own deadline: it may wait TakeoverWait for a slot
+		// before its exchanges with the store.
+		actx, acancel := context.WithTimeout(s.ctx, s.opts.TakeoverWait+storeTimeout)
+		_, err = s.adoptShared(actx, req.SessionID, rec.Owner)
+		acancel()
+		if err != nil {
 			if try == 0 && errors.Is(err, errClaimLost) {
 				continue // another server took it first: it is the owner now
 			}
 			if errors.Is(err, ErrNoSession) {
 				return errRejected // gone, or expired, as it was taken over
+			}
+			if errors.Is(err, errAdoptBusy) {
+				s.log.Debug("resume: no takeover slot; answered busy", "session", req.SessionID)
+				return s.adoptBusy()
 			}
 			s.log.Error("resume: take the session over", "session", req.SessionID, "err", err)
 			return errStore

@@ -155,6 +155,19 @@ type Options struct {
 	// it (adopt.go), on the goroutine adopting it; ctx bounds the
 	// adoption. Tests hold an adoption open with it. Defaults to nil.
 	AdoptHook func(ctx context.Context, session string)
+	// MaxTakeovers bounds the sessions this server takes over from the
+	// store at once (the resumes of a dead server's sessions, and the
+	// orphaned runs it continues). After a node's death every one of its
+	// clients resumes within a second or two; unbounded, thousands of
+	// takeovers would share the store's connections, miss their deadlines
+	// together and start over. A takeover beyond the bound waits up to
+	// TakeoverWait for a slot; a resume that waited in vain is answered
+	// system.error busy with retry_after_ms (adopt.go). Cluster only.
+	// Defaults to 32.
+	MaxTakeovers int
+	// TakeoverWait is how long a takeover waits for one of the MaxTakeovers
+	// slots. Defaults to 3s.
+	TakeoverWait time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -174,6 +187,8 @@ func (o *Options) withDefaults() Options {
 	}
 	defInt(&c.BufferSize, buffer.DefaultCapacity)
 	def(&c.SessionTTL, 5*time.Minute)
+	defInt(&c.MaxTakeovers, 32)
+	def(&c.TakeoverWait, 3*time.Second)
 	def(&c.IdleSessionTTL, 10*time.Second)
 	c.IdleSessionTTL = min(c.IdleSessionTTL, c.SessionTTL)
 	def(&c.ConfirmTimeout, 5*time.Minute)
@@ -258,6 +273,13 @@ type Server struct {
 	// adoptions are the sessions this server is adopting from the store,
 	// by id (adopt.go). Guarded by mu.
 	adoptions map[string]*adoption
+	// adoptSlot holds a token per takeover under way (MaxTakeovers);
+	// adoptWaiting counts those waiting for one, adoptTook is a moving
+	// average of how long a takeover takes, in ns: the retry hint of a
+	// resume refused for want of a slot (adopt.go).
+	adoptSlot    chan struct{}
+	adoptWaiting atomic.Int64
+	adoptTook    atomic.Int64
 	// limits counts open connections (and upgrades under way) by address, for
 	// the connection limits (limits.go).
 	limits limits
@@ -292,6 +314,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		conns:     make(map[*conn]struct{}),
 		replies:   make(map[uint64]chan message),
 		adoptions: make(map[string]*adoption),
+		adoptSlot: make(chan struct{}, o.MaxTakeovers),
 		stopSweep: make(chan struct{}),
 		runEnded:  make(chan struct{}, 1),
 	}

@@ -42,6 +42,10 @@ type Error struct {
 	Message string        `json:"message"`
 	RefType string        `json:"ref_type,omitempty"`
 	Details []TaskProblem `json:"details,omitempty"`
+	// RetryAfterMS is how long to wait before sending the frame again,
+	// in ms, when the server can say (Baton: a resume answered busy
+	// while it takes over many sessions at once); 0 when it cannot.
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 // Snapshot is the metadata of system.state_snapshot: the whole session state

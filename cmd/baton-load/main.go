@@ -83,6 +83,7 @@ type config struct {
 	storm        int
 	stormTimeout time.Duration
 	stormKill    int
+	resumeDelay  time.Duration
 	serverPID    int
 }
 
@@ -129,6 +130,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.storm, "storm", 0, "instead of runs: a resume storm of this many sessions (e.g. 10000): each starts a run that waits for its plan's confirmation, every connection is dropped at once and every session resumes at once; then the plans are confirmed and every run must end")
 	fs.DurationVar(&c.stormTimeout, "storm-timeout", time.Minute, "-storm: sessions not resumed by then fail the storm")
 	fs.IntVar(&c.stormKill, "storm-kill", 0, "-storm: SIGKILL this process (the server the sessions are on) instead of dropping the connections; use with -resume-elsewhere")
+	fs.DurationVar(&c.resumeDelay, "resume-delay", 50*time.Millisecond, "each client's pause before its first reconnection after a drop, spread ±50 % (client.Options.ResumeDelay; the JS client's is 250ms)")
 	fs.IntVar(&c.serverPID, "server-pid", 0, "-storm: read this server's CPU time and peak memory during the storm from /proc (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -190,7 +190,7 @@ func storm(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		cl, err := client.Dial(dctx, cfg.urls[0], &client.Options{Resume: true, AckEvery: cfg.ackEvery, OnEvent: onEvent,
+		cl, err := client.Dial(dctx, cfg.urls[0], &client.Options{Resume: true, ResumeDelay: cfg.resumeDelay, AckEvery: cfg.ackEvery, OnEvent: onEvent,
 			OnConfirm: s.onConfirm, Elsewhere: elsewhere, Token: cfg.token(i), SkipState: true})
 		if err != nil {
 			err = fmt.Errorf("could not connect (storm session %d of %d): %s: %w", i+1, n, cfg.urls[0], err)

@@ -122,6 +122,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to keep sessions in with --store redis: one server (redis://[:password@]host:port/db) or a Sentinel setup (redis://[:password@]sentinel:port/db?master_name=NAME&addr=sentinel2:port, the master's name and each sentinel; Baton follows the master through a failover); rediss:// for TLS")
 	fs.DurationVar(&c.redisGiveUp, "redis-give-up", 30*time.Second, "with --store redis, how long a session's writes are retried while Redis fails (stalls, is unreachable) before this node gives the session up; the client's resume adopts it again once Redis answers")
 	fs.IntVar(&c.redisReplicas, "redis-replicas", 0, "with --store redis, N > 0 has a write count only once every replica of the master holds it, and at least N replicas (Redis WAIT): before a client receives an event, a run takes its next step, or a lease renewal holds; whichever replica a failover promotes then has everything Baton acted on (default 1 with a Sentinel --redis-url, else 0: the master's reply counts)")
+	fs.IntVar(&o.MaxTakeovers, "max-takeovers", 32, "with --store redis, most sessions this node takes over from the store at once (the resumes of a dead node's sessions, its orphaned runs); a resume that waits 3 s for a slot in vain is answered busy with retry_after_ms")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", redisstore.DefaultLeaseTTL, "with --store redis, how long a node that stops renewing its liveness in Redis is still taken to be alive; then the other nodes take its runs over (renewed three times per TTL)")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM, how long runs in flight may take to finish (memory store) or to be handed over (redis store) before they are cancelled; 0 cancels them at once")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -215,7 +216,7 @@ func (c *config) alias(old, name string) error {
 // Origin patterns.
 func (c *config) check(fs *flag.FlagSet) error {
 	for _, name := range []string{"buffer-size", "max-parallel", "max-tasks", "read-limit", "max-retries", "max-output-tokens",
-		"max-rounds", "tool-result-limit", "max-context-bytes", "todo-complete-after", "todo-block-after", "history-runs"} {
+		"max-rounds", "tool-result-limit", "max-context-bytes", "todo-complete-after", "todo-block-after", "history-runs", "max-takeovers"} {
 		var n int64
 		switch v := get(fs, name).(type) {
 		case int:

@@ -166,3 +166,68 @@ func TestResumeDuringAdoption(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeoverBusy: with one takeover slot, a resume whose session must be
+// taken over while another takeover holds the slot waits TakeoverWait,
+// then is answered system.error busy with retry_after_ms, and changes
+// nothing: once the slot is free, the same resume — the same token — takes
+// its session over.
+func TestTakeoverBusy(t *testing.T) {
+	rds := redistest.Start(t)
+	adopting, release := make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	base, log := startStalling(t, rds, func(o *orchestrator.Options) {
+		o.MaxTakeovers, o.TakeoverWait = 1, 200*time.Millisecond
+		o.AdoptHook = func(ctx context.Context, id string) {
+			held := false
+			once.Do(func() { held = true })
+			if !held {
+				return
+			}
+			adopting <- id
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+	})
+	var hellos [2]wsproto.Connected
+	for i := range hellos {
+		c, hello := connect(t, base)
+		c.send("user.solve_tasks", map[string]any{"tasks": slowTasks(2)})
+		c.until(wsproto.EventSolverStart)
+		hellos[i] = hello
+	}
+	rds.Pause(t)
+	for _, h := range hellos {
+		log.waitFor(t, `"msg":"session lost","session":"`+h.SessionID+`"`)
+	}
+	rds.Continue(t)
+
+	// The node's hunt for orphaned runs, or a resume, takes one session
+	// over and is held in it; the other's resume finds no slot.
+	first := resumeWith(t, base, hellos[0].SessionID, hellos[0].ResumeToken, 0)
+	var held string
+	select {
+	case held = <-adopting:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no takeover began; the first resume got %+v", first.next())
+	}
+	other := hellos[0]
+	if other.SessionID == held {
+		other = hellos[1]
+	}
+	busy := resumeWith(t, base, other.SessionID, other.ResumeToken, 0)
+	e := meta[wsproto.Error](t, busy.expect(wsproto.EventError))
+	if e.Code != wsproto.CodeBusy || e.RefType != wsproto.EventUserReconnect || e.RetryAfterMS < 50 || e.RetryAfterMS > 15000 {
+		t.Fatalf("a resume without a takeover slot was answered %+v; want busy, ref_type %s, retry_after_ms in [50, 15000]",
+			e, wsproto.EventUserReconnect)
+	}
+	close(release)
+
+	again := resumeWith(t, base, other.SessionID, other.ResumeToken, 0)
+	m := meta[wsproto.Connected](t, again.expect(wsproto.EventConnected))
+	if !m.Resumed || m.SessionID != other.SessionID {
+		t.Fatalf("the resume after the busy answer got %+v; want session %s resumed", m, other.SessionID)
+	}
+}

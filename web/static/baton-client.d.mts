@@ -255,7 +255,7 @@ export interface ClientEvents {
   /** A resync replaced the state with a snapshot. */
   snapshot: (metadata: Record<string, any>) => void;
   /** A system.error. resent is true for the answer to an answer the client sent again after a resume (step_id_mismatch: it had arrived). */
-  error: (metadata: { code: string; message: string; ref_type?: string; details?: any[] }, resent: boolean) => void;
+  error: (metadata: { code: string; message: string; ref_type?: string; details?: any[]; retry_after_ms?: number }, resent: boolean) => void;
   /** The session the client held is gone (resume_rejected); the client now holds the connection's fresh session and an empty state. */
   reset: (reason: string) => void;
   /** The contract broken by the server: a gap, a checksum that differs. */

@@ -1107,15 +1107,16 @@ export class BatonClient {
     this.#dropped(`closed ${code}`);
   }
 
-  /** @param {string} detail */
-  #dropped(detail) {
+  /** @param {string} detail @param {number} [retryAfter] ms the server asked to wait, else the backoff's */
+  #dropped(detail, retryAfter = 0) {
     this.#conn = null;
     if (this.#closed) return;
     if (!this.#opts.reconnect) {
       this.#giveUp(detail);
       return;
     }
-    const delay = this.#backoff(this.#attempt++);
+    const backoff = this.#backoff(this.#attempt++);
+    const delay = retryAfter > 0 ? Math.min(retryAfter, this.#opts.backoffMax) : backoff;
     this.#setConnection("RECONNECTING", detail);
     this.#retryTimer = setTimeout(() => this.#open(), delay);
   }
@@ -1267,7 +1268,9 @@ export class BatonClient {
     if (f.event !== "system.connected" || !m.resumed) {
       if (f.event === "system.error") this.#emit("error", m, false);
       else this.#violation(`user.reconnect_with_state answered with ${f.event}`);
-      this.#abandon(conn, `resume failed: ${str(m.code) || f.event}`);
+      // busy with retry_after_ms: the server is taking over many sessions
+      // at once and says when to come back (spread by it already).
+      this.#abandon(conn, `resume failed: ${str(m.code) || f.event}`, num(m.retry_after_ms));
       return;
     }
     this.#stats.resumes++;
@@ -1303,10 +1306,10 @@ export class BatonClient {
     this.#goLive(conn, "resynced", conn.resumed);
   }
 
-  /** Leaves a connection that cannot be used and reconnects later. @param {any} conn @param {string} detail */
-  #abandon(conn, detail) {
+  /** Leaves a connection that cannot be used and reconnects later (after retryAfter ms when the server said). @param {any} conn @param {string} detail @param {number} [retryAfter] */
+  #abandon(conn, detail, retryAfter = 0) {
     try { conn.ws.close(1000); } catch { /* already closing */ }
-    this.#dropped(detail);
+    this.#dropped(detail, retryAfter);
   }
 
   /** @param {Record<string, any>} m */

@@ -131,6 +131,35 @@ test("reconnect: false: a drop ends the client; a pending connect() rejects", as
   assert.equal(server.sockets.length, 1);
 });
 
+test("busy with retry_after_ms: the client keeps its session and resumes again after the server's hint, not its backoff", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const server = new FakeServer();
+  const { client, rec } = newClient(server, { backoffInitial: 10, backoffMax: 5000 });
+  t.after(() => client.close());
+  const ws = await connectFresh(server, client);
+  ws.drop(1006);
+  await until(() => rec.connections.at(-1) === "RECONNECTING closed 1006", "the drop");
+  t.mock.timers.tick(15); // the backoff's first delay is at most 15 ms
+  const ws2 = server.last;
+  ws2.open();
+  ws2.deliver(connected("sess_2", "tok_2"));
+  await until(() => ws2.sent.length === 1, "the resume");
+  ws2.deliver({ event: "system.error", metadata: { code: "busy", message: "taking over many sessions", ref_type: "user.reconnect_with_state", retry_after_ms: 1200 } });
+  await until(() => rec.connections.at(-1) === "RECONNECTING resume failed: busy", "busy");
+  const sockets = server.sockets.length;
+  t.mock.timers.tick(1199);
+  assert.equal(server.sockets.length, sockets, "no attempt before the hint");
+  t.mock.timers.tick(1);
+  assert.equal(server.sockets.length, sockets + 1, "an attempt at the hint");
+  const ws3 = server.last;
+  ws3.open();
+  ws3.deliver(connected("sess_3", "tok_3"));
+  await until(() => ws3.sent.length === 1, "the second resume");
+  const resume = ws3.sent[0];
+  assert.deepEqual([resume.event, resume.metadata.session_id, resume.metadata.resume_token], ["user.reconnect_with_state", "sess_1", "tok_sess_1"]);
+  assert.deepEqual([client.sessionId, rec.resets.length, client.stats.rejected], ["sess_1", 0, 0]);
+});
+
 test("resume_rejected: the client takes the fresh session, clears its state, emits reset and stores the new session", async (t) => {
   const server = new FakeServer();
   const storage = new MemoryStorage();
