@@ -116,19 +116,29 @@ func (s *Server) noteTakeover(d time.Duration) {
 }
 
 // adoptBusy answers a resume whose takeover found no slot: busy, with a
-// hint of when to resume again — about the time the takeovers under way
-// and waiting take to run through the slots, between 100 ms and 10 s,
-// spread ±50 % so that the clients refused together do not all come back
-// together.
+// hint of when to resume again. The hints book the node's takeover
+// capacity ahead, so that the clients refused come back spread at the
+// pace the node takes sessions over rather than together: one takeover
+// slot frees about every interval (a takeover's moving-average duration
+// over the slots); the takeovers waiting now go first, then each refused
+// client is given the next free interval after the last one booked. A
+// hint is at least 50 ms and at most 30 s, spread ±10 %.
 func (s *Server) adoptBusy() *wsproto.Error {
 	per := time.Duration(s.adoptTook.Load())
 	if per <= 0 {
 		per = 10 * time.Millisecond
 	}
-	slots := int64(cap(s.adoptSlot))
-	d := per * time.Duration(s.adoptWaiting.Load()+slots) / time.Duration(slots)
-	d = min(max(d, 100*time.Millisecond), 10*time.Second)
-	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
+	interval := per / time.Duration(cap(s.adoptSlot))
+	now := time.Now()
+	s.adoptMu.Lock()
+	if first := now.Add(time.Duration(s.adoptWaiting.Load()) * interval); s.adoptBooked.Before(first) {
+		s.adoptBooked = first
+	}
+	s.adoptBooked = s.adoptBooked.Add(interval)
+	d := s.adoptBooked.Sub(now)
+	s.adoptMu.Unlock()
+	d = min(max(d, 50*time.Millisecond), 30*time.Second)
+	d = time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
 	return &wsproto.Error{Code: wsproto.CodeBusy, RefType: wsproto.EventUserReconnect, RetryAfterMS: d.Milliseconds(),
 		Message: "this server is taking over many sessions at once: resume again after retry_after_ms"}
 }

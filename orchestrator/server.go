@@ -275,11 +275,15 @@ type Server struct {
 	adoptions map[string]*adoption
 	// adoptSlot holds a token per takeover under way (MaxTakeovers);
 	// adoptWaiting counts those waiting for one, adoptTook is a moving
-	// average of how long a takeover takes, in ns: the retry hint of a
-	// resume refused for want of a slot (adopt.go).
+	// average of how long a takeover takes, in ns: what the retry hint of
+	// a resume refused for want of a slot is made of (adopt.go).
 	adoptSlot    chan struct{}
 	adoptWaiting atomic.Int64
 	adoptTook    atomic.Int64
+	// adoptBooked is the latest time a busy answer's hint sent a client
+	// back at (adoptBusy); guarded by adoptMu.
+	adoptMu     sync.Mutex
+	adoptBooked time.Time
 	// limits counts open connections (and upgrades under way) by address, for
 	// the connection limits (limits.go).
 	limits limits

@@ -113,26 +113,34 @@ func TestStallAdopted(t *testing.T) {
 	clean(t, v)
 }
 
+// holdFirstAdoption returns an AdoptHook that holds the first adoption
+// until release is closed (or its ctx ends), having sent its session on
+// adopting; the others go on.
+func holdFirstAdoption() (hook func(context.Context, string), adopting chan string, release chan struct{}) {
+	adopting, release = make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	return func(ctx context.Context, id string) {
+		held := false
+		once.Do(func() { held = true })
+		if !held {
+			return
+		}
+		adopting <- id
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}, adopting, release
+}
+
 // TestResumeDuringAdoption: a resume that arrives while the node is
 // adopting the session — Redis names the node the owner already, the
 // session is not registered yet — waits for the adoption and succeeds.
 func TestResumeDuringAdoption(t *testing.T) {
 	rds := redistest.Start(t)
-	adopting, release := make(chan string, 1), make(chan struct{})
-	var once sync.Once
+	hold, adopting, release := holdFirstAdoption()
 	base, log := startStalling(t, rds, func(o *orchestrator.Options) {
-		o.AdoptHook = func(ctx context.Context, id string) {
-			held := false
-			once.Do(func() { held = true })
-			if !held {
-				return
-			}
-			adopting <- id
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}
+		o.AdoptHook = hold
 	})
 	c, hello := connect(t, base)
 	c.send("user.solve_tasks", map[string]any{"tasks": slowTasks(2)})
@@ -174,22 +182,10 @@ func TestResumeDuringAdoption(t *testing.T) {
 // its session over.
 func TestTakeoverBusy(t *testing.T) {
 	rds := redistest.Start(t)
-	adopting, release := make(chan string, 1), make(chan struct{})
-	var once sync.Once
+	hold, adopting, release := holdFirstAdoption()
 	base, log := startStalling(t, rds, func(o *orchestrator.Options) {
 		o.MaxTakeovers, o.TakeoverWait = 1, 200*time.Millisecond
-		o.AdoptHook = func(ctx context.Context, id string) {
-			held := false
-			once.Do(func() { held = true })
-			if !held {
-				return
-			}
-			adopting <- id
-			select {
-			case <-release:
-			case <-ctx.Done():
-			}
-		}
+		o.AdoptHook = hold
 	})
 	var hellos [2]wsproto.Connected
 	for i := range hellos {
