@@ -70,10 +70,9 @@ func (s *Server) takeOverInSlot(ctx context.Context, id, from string) (*session,
 		return nil, errAdoptBusy
 	}
 	defer func() { <-s.adoptSlot }()
-	began := time.Now()
 	sess, err := s.takeOver(ctx, id, from)
 	if err == nil {
-		s.noteTakeover(time.Since(began))
+		s.noteTakeover()
 	}
 	return sess, err
 }
@@ -100,45 +99,46 @@ func (s *Server) adoptSlotWait(ctx context.Context) bool {
 	}
 }
 
-// noteTakeover folds a takeover's duration into the moving average the
-// retry hint is made of (an eighth of the new one).
-func (s *Server) noteTakeover(d time.Duration) {
+// noteTakeover notes a takeover that ended now: the moving average of
+// the gaps between takeovers ending (an eighth of the new one) is the
+// pace the node takes sessions over, which the retry hints are made of.
+// Gaps of a second or more (the node idle between takeovers) are not
+// counted.
+func (s *Server) noteTakeover() {
+	now := time.Now().UnixNano()
+	last := s.adoptLast.Swap(now)
+	gap := now - last
+	if last == 0 || gap >= int64(time.Second) {
+		return
+	}
 	for {
-		old := s.adoptTook.Load()
-		next := int64(d)
+		old := s.adoptGap.Load()
+		next := gap
 		if old > 0 {
-			next = old + (int64(d)-old)/8
+			next = old + (gap-old)/8
 		}
-		if s.adoptTook.CompareAndSwap(old, next) {
+		if s.adoptGap.CompareAndSwap(old, next) {
 			return
 		}
 	}
 }
 
 // adoptBusy answers a resume whose takeover found no slot: busy, with a
-// hint of when to resume again. The hints book the node's takeover
-// capacity ahead, so that the clients refused come back spread at the
-// pace the node takes sessions over rather than together: one takeover
-// slot frees about every interval (a takeover's moving-average duration
-// over the slots); the takeovers waiting now go first, then each refused
-// client is given the next free interval after the last one booked. A
-// hint is at least 50 ms and at most 30 s, spread ±10 %.
+// hint of when to resume again: about the time the takeovers waiting now
+// take to end at the pace the node takes sessions over (noteTakeover's
+// average gap; 1 ms before any), between 100 ms and 5 s, spread ±50 % so
+// that the clients refused together do not come back together. It does
+// not book further ahead for the clients refused before: many of them
+// find their session taken over meanwhile (by the node's hunt for
+// orphaned runs, or by another client's resume) and need no slot then.
 func (s *Server) adoptBusy() *wsproto.Error {
-	per := time.Duration(s.adoptTook.Load())
-	if per <= 0 {
-		per = 10 * time.Millisecond
+	gap := time.Duration(s.adoptGap.Load())
+	if gap <= 0 {
+		gap = time.Millisecond
 	}
-	interval := per / time.Duration(cap(s.adoptSlot))
-	now := time.Now()
-	s.adoptMu.Lock()
-	if first := now.Add(time.Duration(s.adoptWaiting.Load()) * interval); s.adoptBooked.Before(first) {
-		s.adoptBooked = first
-	}
-	s.adoptBooked = s.adoptBooked.Add(interval)
-	d := s.adoptBooked.Sub(now)
-	s.adoptMu.Unlock()
-	d = min(max(d, 50*time.Millisecond), 30*time.Second)
-	d = time.Duration(float64(d) * (0.9 + 0.2*rand.Float64()))
+	d := time.Duration(s.adoptWaiting.Load()+1) * gap
+	d = min(max(d, 100*time.Millisecond), 5*time.Second)
+	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
 	return &wsproto.Error{Code: wsproto.CodeBusy, RefType: wsproto.EventUserReconnect, RetryAfterMS: d.Milliseconds(),
 		Message: "this server is taking over many sessions at once: resume again after retry_after_ms"}
 }

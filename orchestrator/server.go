@@ -274,16 +274,13 @@ type Server struct {
 	// by id (adopt.go). Guarded by mu.
 	adoptions map[string]*adoption
 	// adoptSlot holds a token per takeover under way (MaxTakeovers);
-	// adoptWaiting counts those waiting for one, adoptTook is a moving
-	// average of how long a takeover takes, in ns: what the retry hint of
-	// a resume refused for want of a slot is made of (adopt.go).
+	// adoptWaiting counts those waiting for one, adoptGap is a moving
+	// average of the time between takeovers ending, in ns: what the retry
+	// hint of a resume refused for want of a slot is made of (adopt.go).
 	adoptSlot    chan struct{}
 	adoptWaiting atomic.Int64
-	adoptTook    atomic.Int64
-	// adoptBooked is the latest time a busy answer's hint sent a client
-	// back at (adoptBusy); guarded by adoptMu.
-	adoptMu     sync.Mutex
-	adoptBooked time.Time
+	adoptLast    atomic.Int64 // when the latest takeover ended (UnixNano)
+	adoptGap     atomic.Int64
 	// limits counts open connections (and upgrades under way) by address, for
 	// the connection limits (limits.go).
 	limits limits
