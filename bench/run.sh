@@ -170,13 +170,9 @@ storm=${BENCH_STORM:-10000}
 # storm SCENARIO PID ARGS...: a resume storm of $storm sessions (baton-load
 # -storm), its report appended to the results; the tool reads PID's CPU and
 # peak RSS from /proc itself, from the drop until every session resumed.
-# Its clients reconnect as the JS client does by default: a first pause
-# of 250 ms spread ±50 % (where the tool has -resume-delay).
 run_storm() {
   local scenario=$1 pid=$2; shift 2
-  local spread=()
-  grep -q -- '-resume-delay' <<<"$("$loadbin" -h 2>&1 || true)" && spread=(-resume-delay 250ms)
-  "${on_load[@]}" timeout 600 "$loadbin" -storm "$storm" -storm-timeout 120s -quiet -json -server-pid "$pid" "${spread[@]}" "$@" >"$bin/storm.json" || true
+  "${on_load[@]}" timeout 600 "$loadbin" -storm "$storm" -storm-timeout 120s -quiet -json -server-pid "$pid" "$@" >"$bin/storm.json" || true
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r.update(section="storm", scenario=sys.argv[2]); print(json.dumps(r))' \
     "$bin/storm.json" "$scenario" >>"$results" || { echo "  $scenario: the storm gave no report" >&2; return 0; }
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("  %s: %d of %d resumed in %.2f s (p50 %.0f ms, p99 %.0f ms), server CPU %.2f s, peak RSS %.0f MB, %d resyncs, %d rejections, %d violations" % (sys.argv[2], r["resumed"], r["sessions"], r["seconds_to_all_resumed"], r["resume_p50_ms"], r["resume_p99_ms"], r.get("server_cpu_seconds", 0), r.get("server_peak_rss_mb", 0), r["resyncs"], r["rejections"], r["violation_count"]))' \
