@@ -30,7 +30,10 @@
 // (session.go). A panic in a model call is that call's failure
 // (failure.Protect). With a Cluster, a session this server owns in the
 // store but no longer holds is adopted again, one adoption at a time
-// (adopt.go); a session's TTL runs from when its client left, on any
+// (adopt.go), and at most MaxTakeovers sessions are taken over at once: a
+// resume that waits TakeoverWait for a slot in vain is answered busy with
+// a retry hint, so a storm of resumes after a node's death cannot have
+// every takeover miss its deadline together; a session's TTL runs from when its client left, on any
 // server, also across a takeover (Record.Detached); and a resync's answer
 // waits until the store holds its snapshot's seq (held.go), so a client
 // never holds an event a server taking over would not have.
