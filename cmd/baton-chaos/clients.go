@@ -68,19 +68,6 @@ func chaosTask(id, desc string, deps ...string) wsproto.Task {
 	return wsproto.Task{ID: id, Title: "Chaos task " + id, Description: desc, DependsOn: deps}
 }
 
-func confirmAll(c wsproto.UserConfirm) *client.Answer {
-	yes, text := true, "the first one"
-	switch c.Kind {
-	case wsproto.ConfirmTaskFailed:
-		return &client.Answer{Action: "skip"}
-	case wsproto.ConfirmTool:
-		return &client.Answer{Approved: &yes}
-	case wsproto.ConfirmInput:
-		return &client.Answer{Text: &text}
-	}
-	return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
-}
-
 // runClient is client i's whole life.
 func runClient(ctx context.Context, cfg config, urls []string, i int, ph phases) clientResult {
 	var res clientResult
@@ -104,7 +91,7 @@ func runSession(ctx context.Context, cfg config, urls []string, name string, rng
 			elsewhere = append(elsewhere, urls[k])
 		}
 	}
-	opts := &client.Options{Resume: true, AckEvery: 5, OnEvent: tracked.frame, OnConfirm: confirmAll,
+	opts := &client.Options{Resume: true, AckEvery: 5, OnEvent: tracked.frame, OnConfirm: client.AgreeAll,
 		Elsewhere: elsewhere, SkipState: true, ResumeDelay: 100 * time.Millisecond}
 	cl, err := dial(ctx, urls[first], opts, ph.stopRuns)
 	if err != nil {

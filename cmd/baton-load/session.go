@@ -97,7 +97,7 @@ func runSession(ctx context.Context, cfg config, i int, l *shared) (res sessionR
 		}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, ResumeDelay: cfg.resumeDelay, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: answer,
+	cl, err := client.Dial(dctx, cfg.urls[first], &client.Options{Resume: true, ResumeDelay: cfg.resumeDelay, AckEvery: cfg.ackEvery, OnEvent: onEvent, OnConfirm: client.AgreeAll,
 		Elsewhere: elsewhere, Token: cfg.token(i), SkipState: true})
 	cancel()
 	if err != nil {

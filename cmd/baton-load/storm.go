@@ -93,22 +93,7 @@ func (s *stormSession) onConfirm(c wsproto.UserConfirm) *client.Answer {
 	if c.StepID == s.answered { // a resync's snapshot shows it open still
 		return nil
 	}
-	return answer(c)
-}
-
-// answer is the load's answer to every confirmation: yes, skip a failed
-// task, allow a tool, "the first one" to a question.
-func answer(c wsproto.UserConfirm) *client.Answer {
-	yes, text := true, "the first one"
-	switch c.Kind {
-	case wsproto.ConfirmTaskFailed:
-		return &client.Answer{Action: "skip"}
-	case wsproto.ConfirmTool:
-		return &client.Answer{Approved: &yes}
-	case wsproto.ConfirmInput:
-		return &client.Answer{Text: &text}
-	}
-	return &client.Answer{Confirmed: &yes} // plan_confirm, plan_adjust
+	return client.AgreeAll(c)
 }
 
 func (s *stormSession) pendingStep() string {
