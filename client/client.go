@@ -378,11 +378,11 @@ func (o *Options) resumePause(n int, hint time.Duration) time.Duration {
 	if hint > 0 {
 		return hint // spread by the server already
 	}
-	d := o.MaxResumeDelay
-	if n < 30 {
-		d = min(o.ResumeDelay<<n, o.MaxResumeDelay)
+	d := o.ResumeDelay
+	for i := 0; i < n && d < o.MaxResumeDelay; i++ {
+		d *= 2
 	}
-	return time.Duration(float64(d) * (0.5 + rand.Float64()))
+	return time.Duration(float64(min(d, o.MaxResumeDelay)) * (0.5 + rand.Float64()))
 }
 
 // A ResumeError is a resume the server could not make now: it answered

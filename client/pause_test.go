@@ -21,6 +21,7 @@ func TestResumePause(t *testing.T) {
 		{3, 0, 400 * time.Millisecond, 1200 * time.Millisecond},
 		{4, 0, 500 * time.Millisecond, 1500 * time.Millisecond}, // capped at 1 s, then spread
 		{80, 0, 500 * time.Millisecond, 1500 * time.Millisecond},
+		{1 << 40, 0, 500 * time.Millisecond, 1500 * time.Millisecond}, // no overflow, however many attempts
 		{5, 2500 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond},
 	} {
 		seen := map[time.Duration]bool{}
