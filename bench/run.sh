@@ -281,13 +281,17 @@ if command -v redis-server >/dev/null; then
     done
   done
   flushredis
-  # Two nodes on one Redis, every drop resumed on the other node.
-  start_baton --sim-delay 20ms --store redis --redis-url "$redis"
-  apid=$spid
-  "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" \
-    --log-format json 2>>"$bin/baton.log" >/dev/null &
-  bpid=$!
-  waithealth $port2
+  # Two nodes on one Redis, every drop resumed on the other node; sets
+  # apid and bpid.
+  start_pair() {
+    start_baton --sim-delay 20ms --store redis --redis-url "$redis"
+    apid=$spid
+    "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" \
+      --log-format json 2>>"$bin/baton.log" >/dev/null &
+    bpid=$!
+    waithealth $port2
+  }
+  start_pair
   if grep -q -- '-storm' <<<"$("$loadbin" -h 2>&1 || true)"; then
     echo "== a resume storm of $storm sessions after a kill -9 of their node (takeover)" >&2
     run_storm "takeover" $bpid -url "ws://127.0.0.1:$port/ws" -url "ws://127.0.0.1:$port2/ws" -resume-elsewhere -storm-kill $apid
@@ -295,12 +299,7 @@ if command -v redis-server >/dev/null; then
     stop $bpid
     flushredis
     if [ $only_storm = 0 ]; then # fresh nodes for the two-node load
-      start_baton --sim-delay 20ms --store redis --redis-url "$redis"
-      apid=$spid
-      "${on_server[@]}" "$baton" "${limits[@]}" --addr 127.0.0.1:$port2 --sim-delay 20ms --retry-base 5ms --store redis --redis-url "$redis" \
-        --log-format json 2>>"$bin/baton.log" >/dev/null &
-      bpid=$!
-      waithealth $port2
+      start_pair
     fi
   fi
   [ $only_storm = 1 ] && { stop $rpid; apid=; }
