@@ -32,9 +32,12 @@ type Cluster interface {
 	Lookup(ctx context.Context, id string) (Record, error)
 	// Rotate replaces the session's token hash with next, atomically, if
 	// old is its token hash (which then becomes its pending previous
-	// one) or its pending previous one (which stays so), reporting
-	// whether it did; ErrNoSession when there is no such session.
-	Rotate(ctx context.Context, id string, old, next [32]byte) (bool, error)
+	// one) or its pending previous one (which stays so), and returns the
+	// rotation's number, issued in the same atomic step: every rotation
+	// of a session gets a higher one than those before it. 0 when it did
+	// not rotate; ErrNoSession when there is no such session. The number
+	// orders the resumes that rotated (rotation.go).
+	Rotate(ctx context.Context, id string, old, next [32]byte) (uint64, error)
 	// Commit ends a pending rotation if the session's token hash is still
 	// current: the previous one is cleared, atomically. It reports
 	// whether current was the session's token hash.
@@ -57,8 +60,11 @@ type Cluster interface {
 	// session is gone (ErrNoSession).
 	Tail(ctx context.Context, id string, after uint64, fn func([]buffer.Entry) error) error
 	// Attach records conn as the session's connection and returns the
-	// one it replaces ("" for none). Detach clears it if it is still conn.
-	Attach(ctx context.Context, id, conn string) (prev string, err error)
+	// one it replaces ("" for none). rot is the number of the rotation
+	// (Rotate) whose token conn holds, 0 for none: if a connection holding
+	// a higher one attached before, Attach refuses (ok false) and changes
+	// nothing. Detach clears the connection if it is still conn.
+	Attach(ctx context.Context, id, conn string, rot uint64) (prev string, ok bool, err error)
 	Detach(ctx context.Context, id, conn string) error
 	// Touch keeps sessions from expiring in the store.
 	Touch(ctx context.Context, ids ...string) error
@@ -91,8 +97,10 @@ type Record struct {
 	FollowHash [32]byte
 	Subject    string
 	Owner      string
-	// Conn is the session's connection, "NODE/CONN", "" when none.
-	Conn string
+	// Conn is the session's connection, "NODE/CONN", "" when none, and
+	// ConnRot the number of the token rotation it holds (Attach).
+	Conn    string
+	ConnRot uint64
 	// Detached is when the session's last connection left, on any server,
 	// zero while one is attached (or when none left yet): its SessionTTL
 	// runs from then, also after a takeover.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -41,6 +39,10 @@ type member struct {
 	held *heldAnswer
 	// acked is the highest seq the member acked (0 until it acks).
 	acked uint64
+	// holds is set when the member holds the session's resume token:
+	// the connection that created the session, or one that resumed with
+	// the token, which rotated it (rotation.go).
+	holds bool
 }
 
 // memberLocked returns the member named ref, nil when none.
@@ -93,25 +95,6 @@ func (sess *session) claimGhostLocked(lastSeq uint64) {
 	if best >= 0 {
 		sess.ghosts = slices.Delete(sess.ghosts, best, best+1)
 	}
-}
-
-// replaceAllLocked detaches every member but keep (a plain resume's
-// connection, or nil) and returns them: the caller closes them with 4000.
-func (sess *session) replaceAllLocked(keep string) []*member {
-	var gone []*member
-	kept := sess.members[:0]
-	for _, m := range sess.members {
-		if m.ref == keep {
-			kept = append(kept, m)
-			continue
-		}
-		sess.dropHeldLocked(m)
-		gone = append(gone, m)
-	}
-	clear(sess.members[len(kept):])
-	sess.members = kept
-	sess.ghosts = nil // a plain resume takes the session over: the others are not coming back
-	return gone
 }
 
 // followLimitLocked is the answer to a follow the cap refuses, nil when
@@ -198,41 +181,11 @@ func (sess *session) ack(ref string, lastSeq uint64) *wsproto.Error {
 // followHashOf is the hash of a session's follow token.
 func followHashOf(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
 
-// closeReplaced closes members a plain resume replaced with 4000, here or
-// on the servers they are on.
-func (s *Server) closeReplaced(id string, gone []*member) {
-	for _, m := range gone {
-		if m.c != nil {
-			m.c.closeWith(websocket.StatusCode(wsproto.CloseSessionReplaced), "session replaced")
-			continue
-		}
-		s.sendReplace(id, m.ref)
-	}
-}
-
-// sendReplace asks the server of the connection ref (NODE/CONN) to close
-// it with 4000.
-func (s *Server) sendReplace(id, ref string) {
-	cl := s.opts.Cluster
-	node, connID, ok := strings.Cut(ref, "/")
-	if cl == nil || !ok {
-		return
-	}
-	if node == cl.Node() {
-		s.replaced(connID)
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-	defer cancel()
-	b, _ := json.Marshal(message{Kind: msgReplace, From: cl.Node(), Session: id, Conn: connID})
-	if _, err := cl.Send(ctx, node, b); err != nil {
-		s.log.Error("close the replaced connection", "session", id, "conn", ref, "err", err)
-	}
-}
-
 // attachRemote registers a connection of another server as a member of a
 // session this server holds (msgAttach): a follow, under the cap, or a
-// plain resume, which replaces every other member.
+// resume that rotated the token, which admitLocked orders against the
+// others (a plain one replaces every other member). A resume that lost is
+// closed with 4000 where it is.
 func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
 	sess := s.lookup(m.Session)
 	if sess == nil {
@@ -244,20 +197,33 @@ func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
 		sess.mu.Unlock()
 		return nil, true
 	}
-	var gone []*member
-	if m.Follow {
-		if e := sess.followLimitLocked(); e != nil && sess.memberLocked(ref) == nil {
+	var rot *rotation
+	if m.Rot > 0 || !m.Follow {
+		rot = &rotation{n: m.Rot}
+	}
+	if m.Follow && sess.memberLocked(ref) == nil {
+		if e := sess.followLimitLocked(); e != nil {
 			sess.mu.Unlock()
 			return e, false
 		}
+	}
+	gone, ok := sess.admitLocked(ref, rot, m.Follow)
+	if !ok {
+		sess.removeLocked(ref, false)
+		sess.mu.Unlock()
+		s.sendReplace(sess.id, ref)
+		return nil, false
+	}
+	if m.Follow {
 		sess.followedLocked()
-	} else {
-		gone = sess.replaceAllLocked(ref)
 	}
-	if sess.memberLocked(ref) == nil {
+	mem := sess.memberLocked(ref)
+	if mem == nil {
 		sess.claimGhostLocked(m.Seq)
-		sess.members = append(sess.members, &member{ref: ref})
+		mem = &member{ref: ref}
+		sess.members = append(sess.members, mem)
 	}
+	mem.holds = mem.holds || rot != nil
 	sess.detachedAt.Store(0)
 	sess.mu.Unlock()
 	s.closeReplaced(sess.id, gone)
@@ -297,22 +263,25 @@ func (s *Server) keepAttached(sess *session) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
-	if _, err := cl.Attach(ctx, sess.id, ref); err != nil {
+	if _, _, err := cl.Attach(ctx, sess.id, ref, 0); err != nil {
 		s.log.Error("record the session's connection", "session", sess.id, "err", err)
 	}
 }
 
-// registerRemote tells the owner of c's session that c attached here, as a
-// follower when follow is set, resuming from lastSeq. The owner's refusal
-// (the cap) is the answer to a follow, which waits for it; a plain resume,
-// which no cap refuses, does not wait (a resume proxied to a slow owner is
-// not made slower).
-func (c *conn) registerRemote(follow bool, lastSeq uint64) *wsproto.Error {
+// registerRemote tells the owner of c's session that c attached here,
+// resuming from lastSeq, as a follower when follow is set, holding the
+// token rotation numbered rot (0: none yet, or a follow by the follow
+// token). The owner's refusal (the cap) is the answer to a follow's first
+// attach, which waits for it; an attach with a rotation does not wait (a
+// resume proxied to a slow owner is not made slower): the owner closes it
+// where it is if it lost (attachRemote).
+func (c *conn) registerRemote(follow bool, lastSeq, rot uint64) *wsproto.Error {
 	s, cl := c.srv, c.srv.opts.Cluster
-	if !follow {
+	if !follow || rot > 0 {
 		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 		defer cancel()
-		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id, Seq: lastSeq})
+		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id,
+			Follow: follow, Seq: lastSeq, Rot: rot})
 		if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
 			s.log.Warn("tell the session's owner a connection attached", "session", c.remote.id, "err", err)
 		}

@@ -2,10 +2,8 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -45,6 +43,10 @@ type message struct {
 	// session's other connections), and the last_seq it resumed from.
 	Follow bool   `json:"follow,omitempty"`
 	Seq    uint64 `json:"seq,omitempty"`
+	// Rot is the number of the token rotation an attach's connection
+	// holds (rotation.go); 0 for a follow by the follow token, or a
+	// follow's first attach, which its rotation follows.
+	Rot uint64 `json:"rot,omitempty"`
 }
 
 const (
@@ -122,27 +124,6 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 }
 
-// rotateShared replaces the session's token hash in the store with hash if
-// token is still its token, or its pending previous one (Cluster.Rotate).
-// Each swap is atomic: of resumes with one token at once, on any servers,
-// the last to swap holds the current token, and the others' tokens never
-// work.
-func (s *Server) rotateShared(id, token string, hash [sha256.Size]byte) *wsproto.Error {
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-	defer cancel()
-	ok, err := s.opts.Cluster.Rotate(ctx, id, sha256.Sum256([]byte(token)), hash)
-	switch {
-	case errors.Is(err, ErrNoSession):
-		return errRejected
-	case err != nil:
-		s.log.Error("resume: rotate the resume token", "session", id, "err", err)
-		return errStore
-	case !ok:
-		return errRejected
-	}
-	return nil
-}
-
 var errStore = &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserReconnect,
 	Message: "the session store did not answer; resume again"}
 
@@ -172,53 +153,48 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		s.log.Error("resume: read the session", "session", req.SessionID, "err", err)
 		return errStore
 	}
-	// The token rotates before a plain resume replaces the connections
-	// attached (registerRemote), as on the owner (resume): of two resumes
-	// with one token at once, the one that swaps last replaces the other,
-	// and is the one left holding the token that works. A follow is
-	// registered first, as the owner may refuse it (the cap) and a refused
-	// follow changes nothing.
+	// The token rotates, and the store orders the rotation (rotation.go),
+	// before the answer goes out and before the owner learns of c
+	// (registerRemote), which orders it too. A follow is registered
+	// first, as the owner may refuse it (the cap) and a refused follow
+	// changes nothing.
 	token, then := req.ResumeToken, func() {}
-	var hash [sha256.Size]byte
+	var rot *rotation
 	if !byFollow {
-		token = newToken()
-		hash = sha256.Sum256([]byte(token))
+		rot = newRotation()
+		token = rot.token
 		a.followToken = ""
 	} else {
 		a.followToken = req.ResumeToken
 	}
-	rotate := func() *wsproto.Error {
-		if byFollow {
-			return nil
-		}
-		if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
-			return e
-		}
-		then = func() { c.confirmPing(func() { s.commitToken(c, nil, req.SessionID, hash) }) }
-		return nil
-	}
-	if !req.Follow {
-		if e := rotate(); e != nil {
-			return e
-		}
-	}
 	tctx, stop := context.WithCancel(s.ctx)
 	c.remote = &remote{id: req.SessionID, owner: owner, stop: stop}
-	if e := c.registerRemote(req.Follow, req.LastSeq); e != nil {
+	abandon := func() {
+		if req.Follow {
+			c.unregisterRemote()
+		}
 		c.remote = nil
 		stop()
-		return e // refused by the owner (the cap): nothing changed
 	}
 	if req.Follow {
-		if e := rotate(); e != nil {
-			c.unregisterRemote()
+		if e := c.registerRemote(true, req.LastSeq, 0); e != nil {
 			c.remote = nil
 			stop()
+			return e // refused by the owner (the cap): nothing changed
+		}
+		a.followers = 1 // at least: the owner counts them all
+	}
+	if rot != nil {
+		if e := s.rotateShared(req.SessionID, req.ResumeToken, rot); e != nil {
+			abandon()
 			return e
 		}
-	}
-	if req.Follow {
-		a.followers = 1 // at least: the owner counts them all
+		if !s.attachStored(c, req.SessionID, rot.n, !req.Follow) {
+			abandon()
+			return nil // a later resume holds the session: c is closed with 4000
+		}
+		then = s.commitAfterPong(c, nil, req.SessionID, rot.hash)
+		c.registerRemote(req.Follow, req.LastSeq, rot.n) // the owner orders it too; it answers no plain resume
 	}
 	fresh := c.sess
 	c.log.Store(s.log.With(c.logAttrs("session", req.SessionID, "owner", owner)...))
@@ -226,7 +202,9 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 	c.wg.Add(1)
 	go c.tail(tctx, a.last)
 	s.dropSession(fresh)
-	s.attachShared(c, req.SessionID, !req.Follow)
+	if rot == nil {
+		s.attachStored(c, req.SessionID, 0, false) // a follow by the follow token: recorded, ordering nothing
+	}
 	s.log.Info("session resumed from the store", "session", req.SessionID, "owner", owner,
 		"from_session", fresh.id, "replayed", a.replayed, "resync", a.resync)
 	a.observe(s.obs)
@@ -331,36 +309,6 @@ func (c *conn) refreshOwner() bool {
 	return true
 }
 
-// attachShared records c as the session's connection in the store, and,
-// when replace is set (not a follow), closes the one it replaces with 4000
-// wherever that one is. (A plain resume on the owner closes every member
-// itself, resume; one on another server has the owner do it, msgAttach.)
-func (s *Server) attachShared(c *conn, id string, replace bool) {
-	cl := s.opts.Cluster
-	if cl == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-	defer cancel()
-	prev, err := cl.Attach(ctx, id, s.connRef(c))
-	if err != nil {
-		s.log.Error("record the session's connection", "session", id, "err", err)
-		return
-	}
-	node, connID, ok := strings.Cut(prev, "/")
-	if !ok || connID == c.id || !replace {
-		return
-	}
-	if node == cl.Node() {
-		s.replaced(connID)
-		return
-	}
-	b, _ := json.Marshal(message{Kind: msgReplace, From: cl.Node(), Session: id, Conn: connID})
-	if _, err := cl.Send(ctx, node, b); err != nil {
-		s.log.Error("close the replaced connection", "session", id, "conn", prev, "err", err)
-	}
-}
-
 // detachShared clears c as its session's connection in the store.
 func (s *Server) detachShared(c *conn) {
 	cl := s.opts.Cluster
@@ -379,22 +327,6 @@ func (s *Server) detachShared(c *conn) {
 		c.unregisterRemote() // the owner does it
 	} else if sess := s.lookup(id); sess != nil {
 		s.keepAttached(sess)
-	}
-}
-
-// replaced closes this server's connection connID with 4000.
-func (s *Server) replaced(connID string) {
-	s.mu.Lock()
-	var victim *conn
-	for c := range s.conns {
-		if c.id == connID {
-			victim = c
-			break
-		}
-	}
-	s.mu.Unlock()
-	if victim != nil {
-		victim.closeWith(websocket.StatusCode(wsproto.CloseSessionReplaced), "session replaced")
 	}
 }
 

@@ -82,7 +82,7 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 			return nil, fmt.Errorf("restore session %s: event %d: %w", id, e.Seq, err)
 		}
 	}
-	sess := &session{id: id, tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash, followHash: rec.FollowHash, subject: rec.Subject,
+	sess := &session{id: id, tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash, rot: rec.ConnRot, followHash: rec.FollowHash, subject: rec.Subject,
 		owner: ownerKey(rec.Subject, ""), srv: s, ring: ring, state: state, confirms: make(map[string]*confirm), followed: cp.Followed}
 	sess.used.Store(true) // restored from somewhere: it keeps SessionTTL
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)

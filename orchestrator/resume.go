@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/sha256"
 	"log/slog"
 
 	"github.com/baton-run/baton/buffer"
@@ -43,17 +42,21 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	// The token rotates: the answer carries a new one, and the one
 	// presented stops working once the client proves it read the answer
 	// (commitToken), so a stolen token is good for one resume, which the
-	// session's client notices (its own next resume is refused).
+	// session's client notices (its own next resume is refused). Of
+	// resumes with one token at once, on any servers, the rotation's
+	// number decides which holds the session (rotation.go): the store's
+	// first, then the session's lock.
 	token, follow := req.ResumeToken, req.ResumeToken
-	var hash [sha256.Size]byte
+	var rot *rotation
 	if !byFollow {
-		token, follow = newToken(), ""
-		hash = sha256.Sum256([]byte(token))
+		rot = newRotation()
+		token, follow = rot.token, ""
 		if s.opts.Cluster != nil {
-			// The store decides, atomically: another server may be
-			// resuming the session with the same token (proxy).
-			if e := s.rotateShared(req.SessionID, req.ResumeToken, hash); e != nil {
+			if e := s.rotateShared(req.SessionID, req.ResumeToken, rot); e != nil {
 				return e
+			}
+			if !s.attachStored(c, req.SessionID, rot.n, !req.Follow) {
+				return nil // a later resume holds the session: c is closed with 4000
 			}
 		}
 	}
@@ -79,7 +82,6 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 			old.mu.Unlock()
 			return e
 		}
-		old.followedLocked()
 	}
 	a, err := answerResume(old.ctx, old.ring, old.shared, &old.state, req)
 	if err != nil {
@@ -87,18 +89,23 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		s.log.Error("resume: read ring", "session", old.id, "err", err)
 		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
 	}
-	var then func()
-	if !byFollow {
-		old.rotateLocked(req.ResumeToken, hash)
-		then = s.commitAfterPong(c, old, hash)
+	gone, ok := old.admitLocked(c.id, rot, req.Follow)
+	if !ok {
+		old.mu.Unlock()
+		s.lost(c, old.id, rot.n)
+		return nil
 	}
-	var gone []*member
-	if !req.Follow {
-		gone = old.replaceAllLocked(c.id)
+	if req.Follow {
+		old.followedLocked()
+	}
+	var then func()
+	if rot != nil {
+		old.rotateLocked(req.ResumeToken, rot.hash)
+		then = s.commitAfterPong(c, old, old.id, rot.hash)
 	}
 	// Its acks start at 0: a resume's last_seq is what the client applied,
 	// not what it stored, and a reload resumes from what it stored.
-	m := &member{c: c, ref: c.id, sent: a.last}
+	m := &member{c: c, ref: c.id, sent: a.last, holds: rot != nil}
 	old.claimGhostLocked(req.LastSeq)
 	old.members = append(old.members, m)
 	a.followToken, a.followers = follow, len(old.members)
@@ -121,71 +128,13 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if fresh != old {
 		s.dropSession(fresh)
 	}
-	s.attachShared(c, old.id, !req.Follow)
+	if rot == nil {
+		s.attachStored(c, old.id, 0, false) // a follow by the follow token: recorded, ordering nothing
+	}
 	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync, "follow", req.Follow)
 	a.observe(s.obs)
 	return nil
 }
-
-// tokenAccepted reports whether token resumes the session: its current
-// token, or the previous one while the rotation from it is pending.
-func (sess *session) tokenAccepted(token string) bool {
-	return tokenMatches(sess.tokenHash, token) || (sess.prevHash != noHash && tokenMatches(sess.prevHash, token))
-}
-
-// noHash is a hash no token has: no pending previous token.
-var noHash [sha256.Size]byte
-
-// rotateLocked makes next the session's token hash after a resume with
-// token. A resume with the current token makes it the pending previous
-// one; a resume with the pending previous one leaves it so, and the
-// current one, which its client never read, dies.
-func (sess *session) rotateLocked(token string, next [sha256.Size]byte) {
-	if tokenMatches(sess.tokenHash, token) {
-		sess.prevHash = sess.tokenHash
-	}
-	sess.tokenHash = next
-}
-
-// commitAfterPong returns what the writer of c runs once it has written
-// the system.connected that gave the client the token of hash: a ping,
-// whose pong proves the client read it; then the previous token stops
-// working (commitToken).
-func (s *Server) commitAfterPong(c *conn, sess *session, hash [sha256.Size]byte) func() {
-	return func() { c.confirmPing(func() { s.commitToken(c, sess, sess.id, hash) }) }
-}
-
-// commitToken ends a pending rotation: if the session's token hash is
-// still hash (no later resume rotated it again), the previous token stops
-// working. sess is nil for a session another server holds. It runs on a
-// goroutine of c's.
-func (s *Server) commitToken(c *conn, sess *session, id string, hash [sha256.Size]byte) {
-	done := false
-	if s.opts.Cluster != nil {
-		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-		defer cancel()
-		ok, err := s.opts.Cluster.Commit(ctx, id, hash)
-		if err != nil {
-			c.logger().Warn("resume: commit the resume token; the previous one stays good", "err", err)
-			return
-		}
-		done = ok
-	}
-	if sess != nil {
-		sess.mu.Lock()
-		if sess.tokenHash == hash {
-			sess.prevHash = noHash
-			done = done || s.opts.Cluster == nil
-		}
-		sess.mu.Unlock()
-	}
-	if done {
-		c.logger().Info("resume token committed")
-	}
-}
-
-var errRejected = &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wsproto.EventUserReconnect,
-	Message: "unknown or expired session, or wrong resume token"}
 
 // resumeAnswer is what a resume is answered with: the events the client
 // missed, or a snapshot of the state when they cannot be replayed.

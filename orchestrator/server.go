@@ -432,7 +432,7 @@ func (c *conn) serve(token, follow string) {
 	c.startExpiry()
 	c.sess.attachFresh(c, token, follow)
 	if !c.sess.provisional {
-		s.attachShared(c, c.sess.id, true)
+		s.attachStored(c, c.sess.id, 0, false)
 	}
 	err := c.readLoop()
 

@@ -79,9 +79,13 @@ type session struct {
 	// Zero when none. With a cluster the store's copies are the ones that
 	// count.
 	tokenHash, prevHash [sha256.Size]byte
-	state               wsproto.State
-	run                 *run
-	confirms            map[string]*confirm
+	// rot is the number of the latest token rotation admitted: a resume
+	// holding a lower one loses (rotation.go). From the store's record on
+	// a session adopted.
+	rot      uint64
+	state    wsproto.State
+	run      *run
+	confirms map[string]*confirm
 	// closed is set once, when the session is freed: from then on its
 	// ring is not called and it cannot be resumed.
 	closed bool
@@ -223,7 +227,7 @@ func (sess *session) release() {
 func (sess *session) attachFresh(c *conn, token, follow string) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	sess.members = append(sess.members, &member{c: c, ref: c.id})
+	sess.members = append(sess.members, &member{c: c, ref: c.id, holds: true})
 	c.send(sess.frame(wsproto.EventConnected, "", "connected", &wsproto.Connected{
 		SessionID:      sess.id,
 		ResumeToken:    token,

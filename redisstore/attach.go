@@ -8,20 +8,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// attachScript records ARGV[1] as the session's connection and returns the
-// one it replaces ("" for none). The session is no longer detached: it
-// lives ttl past its latest write (expireLua).
+// attachScript records ARGV[1] as the session's connection and returns
+// {1, the one it replaces ("" for none)}. ARGV[3] is the number of the
+// token rotation the connection holds (rotateScript): of two connections
+// that each hold one, the lower number loses — its attach is refused, {0,
+// conn_rot}, if a connection with a higher one attached before it, and
+// changes nothing. A connection that holds none (0: a new session's, a
+// follow by the follow token, another member kept on record) is recorded
+// only when none is: conn names one attached connection, and one holding
+// a rotation is not unrecorded by it. The session is no longer detached:
+// it lives ttl past its latest write (expireLua).
 //
-// KEYS: meta, events. ARGV: conn, ttl (ms, 0 = none).
+// KEYS: meta, events. ARGV: conn, ttl (ms, 0 = none), rotation number.
 var attachScript = redis.NewScript(expireLua + `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('NOSESSION session is not in the store')
 end
+local rot = tonumber(ARGV[3])
 local prev = redis.call('HGET', KEYS[1], 'conn') or ''
-redis.call('HSET', KEYS[1], 'conn', ARGV[1])
+if rot > 0 then
+  local held = tonumber(redis.call('HGET', KEYS[1], 'conn_rot') or '0')
+  if rot < held then return {0, tostring(held)} end
+  redis.call('HSET', KEYS[1], 'conn_rot', rot, 'conn', ARGV[1])
+elseif prev == '' then
+  redis.call('HSET', KEYS[1], 'conn', ARGV[1])
+end
 redis.call('HDEL', KEYS[1], 'detached')
 expire(KEYS[1], KEYS[2], tonumber(ARGV[2]))
-return prev
+return {1, prev}
 `)
 
 // detachScript clears the session's connection if it is still ARGV[1],
@@ -49,14 +63,26 @@ return 0
 
 // Attach records conn (any string naming a connection across the
 // cluster) as the session's connection and returns the one it replaces,
-// "" for none; ErrNotFound if the session is not there.
-func (s *Store) Attach(ctx context.Context, id, conn string) (string, error) {
+// "" for none; ErrNotFound if the session is not there. rot is the number
+// of the token rotation conn holds (RotateToken): an attach whose rot is
+// lower than that of a connection attached before it is refused (ok
+// false) and changes nothing — a later resume holds the session. With rot
+// 0 (conn holds none) conn is recorded only if no connection is.
+func (s *Store) Attach(ctx context.Context, id, conn string, rot uint64) (prev string, ok bool, err error) {
 	k := keysOf(id)
-	prev, err := attachScript.Run(ctx, s.client, k[:], conn, s.opt.TTL.Milliseconds()).Text()
+	res, err := attachScript.Run(ctx, s.client, k[:], conn, s.opt.TTL.Milliseconds(), rot).Slice()
 	if err != nil {
-		return "", fmt.Errorf("redisstore: attach to %s: %w", id, scriptError(err))
+		return "", false, fmt.Errorf("redisstore: attach to %s: %w", id, scriptError(err))
 	}
-	return prev, nil
+	if len(res) != 2 {
+		return "", false, fmt.Errorf("redisstore: attach to %s: answered %v", id, res)
+	}
+	won, _ := res[0].(int64)
+	prev, _ = res[1].(string)
+	if won != 1 {
+		return "", false, nil
+	}
+	return prev, true, nil
 }
 
 // Detach clears the session's connection if it is still conn, and records

@@ -152,7 +152,7 @@ func (cl *Cluster) Lookup(ctx context.Context, id string) (orchestrator.Record, 
 }
 
 func record(info Info) (orchestrator.Record, error) {
-	rec := orchestrator.Record{Subject: info.Subject, Owner: info.Owner, Conn: info.Conn, Detached: info.Detached}
+	rec := orchestrator.Record{Subject: info.Subject, Owner: info.Owner, Conn: info.Conn, ConnRot: info.ConnRot, Detached: info.Detached}
 	if n, err := hex.Decode(rec.TokenHash[:], []byte(info.TokenHash)); err != nil || n != len(rec.TokenHash) {
 		return rec, fmt.Errorf("the store's token hash is not a SHA-256 in hex")
 	}
@@ -177,9 +177,9 @@ func noSession(err error) error {
 	return err
 }
 
-func (cl *Cluster) Rotate(ctx context.Context, id string, old, next [32]byte) (bool, error) {
-	ok, err := cl.store.RotateToken(ctx, id, hex.EncodeToString(old[:]), hex.EncodeToString(next[:]))
-	return ok, noSession(err)
+func (cl *Cluster) Rotate(ctx context.Context, id string, old, next [32]byte) (uint64, error) {
+	n, err := cl.store.RotateToken(ctx, id, hex.EncodeToString(old[:]), hex.EncodeToString(next[:]))
+	return n, noSession(err)
 }
 
 func (cl *Cluster) Commit(ctx context.Context, id string, current [32]byte) (bool, error) {
@@ -220,9 +220,9 @@ func (cl *Cluster) Tail(ctx context.Context, id string, after uint64, fn func([]
 	return noSession(cl.store.Tail(ctx, id, after, fn))
 }
 
-func (cl *Cluster) Attach(ctx context.Context, id, conn string) (string, error) {
-	prev, err := cl.store.Attach(ctx, id, conn)
-	return prev, noSession(err)
+func (cl *Cluster) Attach(ctx context.Context, id, conn string, rot uint64) (string, bool, error) {
+	prev, ok, err := cl.store.Attach(ctx, id, conn, rot)
+	return prev, ok, noSession(err)
 }
 
 func (cl *Cluster) Detach(ctx context.Context, id, conn string) error {

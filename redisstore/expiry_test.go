@@ -35,7 +35,7 @@ func TestDetachedExpiry(t *testing.T) {
 		}
 		return time.UnixMilli(m.Milliseconds())
 	}
-	if _, err := a.Attach(ctx, id, "a/c1"); err != nil {
+	if _, _, err := a.Attach(ctx, id, "a/c1", 0); err != nil {
 		t.Fatal(err)
 	}
 	if left := time.Until(expiresAt(t)); left < ttl-time.Minute {
@@ -77,7 +77,7 @@ func TestDetachedExpiry(t *testing.T) {
 			}
 		})
 	}
-	if _, err := b.Attach(ctx, id, "b/c2"); err != nil {
+	if _, _, err := b.Attach(ctx, id, "b/c2", 0); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := b.Lookup(ctx, id); err != nil || !info.Detached.IsZero() {

@@ -114,18 +114,18 @@ func TestRotateToken(t *testing.T) {
 		name             string
 		commit           bool // CommitToken(old) instead of RotateToken(old, next)
 		old, next        string
-		want             bool
+		want             uint64 // the rotation's number (1 for a commit that ended one)
 		wantErr          error
 		wantTok, wantPre string // the store's token and prev afterwards
 	}{
-		{name: "from the current hash", old: "t0", next: "t1", want: true, wantTok: "t1", wantPre: "t0"},
-		{name: "from the pending previous hash", old: "t0", next: "t2", want: true, wantTok: "t2", wantPre: "t0"},
+		{name: "from the current hash", old: "t0", next: "t1", want: 1, wantTok: "t1", wantPre: "t0"},
+		{name: "from the pending previous hash", old: "t0", next: "t2", want: 2, wantTok: "t2", wantPre: "t0"},
 		{name: "from the hash that one replaced", old: "t1", next: "t3", wantTok: "t2", wantPre: "t0"},
 		{name: "a commit of a replaced hash", commit: true, old: "t1", wantTok: "t2", wantPre: "t0"},
-		{name: "a commit of the current hash", commit: true, old: "t2", want: true, wantTok: "t2"},
+		{name: "a commit of the current hash", commit: true, old: "t2", want: 1, wantTok: "t2"},
 		{name: "from the committed-away hash", old: "t0", next: "t3", wantTok: "t2"},
-		{name: "from the new hash", old: "t2", next: "t3", want: true, wantTok: "t3", wantPre: "t2"},
-		{name: "a commit, again", commit: true, old: "t3", want: true, wantTok: "t3"},
+		{name: "from the new hash", old: "t2", next: "t3", want: 3, wantTok: "t3", wantPre: "t2"},
+		{name: "a commit, again", commit: true, old: "t3", want: 1, wantTok: "t3"},
 		{name: "an unknown session", old: "t3", next: "t4", wantErr: ErrNotFound, wantTok: "t3"},
 		{name: "a commit of an unknown session", commit: true, old: "t3", wantTok: "t3"},
 	}
@@ -135,15 +135,19 @@ func TestRotateToken(t *testing.T) {
 			if strings.Contains(tt.name, "unknown session") {
 				id = "none"
 			}
-			var ok bool
+			var got uint64
 			var err error
 			if tt.commit {
+				var ok bool
 				ok, err = s.CommitToken(ctx, id, tt.old)
+				if ok {
+					got = 1
+				}
 			} else {
-				ok, err = s.RotateToken(ctx, id, tt.old, tt.next)
+				got, err = s.RotateToken(ctx, id, tt.old, tt.next)
 			}
-			if ok != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
-				t.Fatalf("got %v, %v; want %v, %v", ok, err, tt.want, tt.wantErr)
+			if got != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("got %v, %v; want %v, %v", got, err, tt.want, tt.wantErr)
 			}
 			info, err := s.Lookup(ctx, "s")
 			if err != nil || info.TokenHash != tt.wantTok || info.PrevTokenHash != tt.wantPre {
@@ -152,21 +156,37 @@ func TestRotateToken(t *testing.T) {
 		})
 	}
 
+	// Racing rotations from one hash each get a number of their own, and
+	// the one with the highest holds the token: its commit alone succeeds.
 	const racers = 8
-	errs := make(chan error, racers)
+	type rotated struct {
+		n   uint64
+		err error
+	}
+	nums := make(chan rotated, racers)
 	for i := range racers {
 		go func() {
-			ok, err := s.RotateToken(ctx, "s", "t3", fmt.Sprint("r", i))
-			if err == nil && !ok {
+			n, err := s.RotateToken(ctx, "s", "t3", fmt.Sprint("r", i))
+			if err == nil && n == 0 {
 				err = fmt.Errorf("rotation r%d refused", i)
 			}
-			errs <- err
+			nums <- rotated{n, err}
 		}()
 	}
+	seen := map[uint64]bool{}
+	var highest uint64
 	for range racers {
-		if err := <-errs; err != nil {
-			t.Fatal(err) // each is from the current or the pending previous hash
+		r := <-nums
+		if r.err != nil {
+			t.Fatal(r.err) // each is from the current or the pending previous hash
 		}
+		if seen[r.n] {
+			t.Fatalf("rotation number %d issued twice", r.n)
+		}
+		seen[r.n], highest = true, max(highest, r.n)
+	}
+	if highest != 3+racers {
+		t.Fatalf("highest rotation number %d, want %d", highest, 3+racers)
 	}
 	info, err := s.Lookup(ctx, "s")
 	if err != nil || info.PrevTokenHash != "t3" {
@@ -188,8 +208,63 @@ func TestRotateToken(t *testing.T) {
 	if committed != 1 {
 		t.Fatalf("%d of %d rotations from one hash are current, want 1", committed, racers)
 	}
-	if ok, err := s.RotateToken(ctx, "s", "t3", "late"); ok || err != nil {
-		t.Fatalf("a rotation from the committed-away hash: %v, %v", ok, err)
+	if n, err := s.RotateToken(ctx, "s", "t3", "late"); n != 0 || err != nil {
+		t.Fatalf("a rotation from the committed-away hash: %v, %v", n, err)
+	}
+}
+
+// TestAttachOrder: the store records the connection holding the highest
+// token rotation, refuses one holding a lower one, and records one that
+// holds none only while no connection is recorded.
+func TestAttachOrder(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s, err := New(srv.Client(t), Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateSession(ctx, "s", SessionMeta{TokenHash: "t0", Capacity: 4}); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name     string
+		detach   bool // Detach(conn) instead of Attach
+		conn     string
+		rot      uint64
+		wantOK   bool
+		wantPrev string
+		wantConn string // the connection recorded afterwards
+		wantRot  uint64
+	}{
+		{name: "a new session's connection", conn: "a/c0", wantOK: true, wantConn: "a/c0"},
+		{name: "a follower beside it", conn: "b/f1", wantOK: true, wantPrev: "a/c0", wantConn: "a/c0"},
+		{name: "rotation 2", conn: "b/c2", rot: 2, wantOK: true, wantPrev: "a/c0", wantConn: "b/c2", wantRot: 2},
+		{name: "rotation 1, after 2", conn: "a/c1", rot: 1, wantConn: "b/c2", wantRot: 2},
+		{name: "a follower after 2", conn: "a/f2", wantOK: true, wantPrev: "b/c2", wantConn: "b/c2", wantRot: 2},
+		{name: "rotation 3", conn: "a/c3", rot: 3, wantOK: true, wantPrev: "b/c2", wantConn: "a/c3", wantRot: 3},
+		{name: "rotation 3 left", detach: true, conn: "a/c3", wantRot: 3},
+		{name: "a follower kept on record", conn: "a/f2", wantOK: true, wantConn: "a/f2", wantRot: 3},
+		{name: "rotation 2 again", conn: "b/c2", rot: 2, wantConn: "a/f2", wantRot: 3},
+	}
+	for _, st := range steps {
+		if st.detach {
+			if err := s.Detach(ctx, "s", st.conn); err != nil {
+				t.Fatalf("%s: %v", st.name, err)
+			}
+		} else {
+			prev, ok, err := s.Attach(ctx, "s", st.conn, st.rot)
+			if err != nil || ok != st.wantOK || prev != st.wantPrev {
+				t.Fatalf("%s: %q, %v, %v; want %q, %v", st.name, prev, ok, err, st.wantPrev, st.wantOK)
+			}
+		}
+		info, err := s.Lookup(ctx, "s")
+		if err != nil || info.Conn != st.wantConn || info.ConnRot != st.wantRot {
+			t.Fatalf("%s: recorded %q (rotation %d), %v; want %q (%d)", st.name, info.Conn, info.ConnRot, err, st.wantConn, st.wantRot)
+		}
+	}
+	if _, _, err := s.Attach(ctx, "none", "a/c9", 9); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("attach to an unknown session: %v", err)
 	}
 }
 

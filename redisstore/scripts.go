@@ -72,8 +72,9 @@ return 1
 
 // rotateScript sets token to ARGV[2] if ARGV[1] is the token, which then
 // becomes prev, the pending previous token; or if ARGV[1] is prev, which
-// stays (the token it replaces was never read by its client). Returns 1 if
-// it did. The session's expiry is left as it is.
+// stays (the token it replaces was never read by its client). It returns
+// the rotation's number, counted in rot in the same step (1, 2, …), or 0
+// if it did not rotate. The session's expiry is left as it is.
 //
 // KEYS: meta. ARGV: presented token hash, new token hash.
 var rotateScript = redis.NewScript(`
@@ -84,11 +85,11 @@ if not token then
 end
 if token == ARGV[1] then
   redis.call('HSET', KEYS[1], 'token', ARGV[2], 'prev', ARGV[1])
-  return 1
+  return redis.call('HINCRBY', KEYS[1], 'rot', 1)
 end
 if prev and prev ~= '' and prev == ARGV[1] then
   redis.call('HSET', KEYS[1], 'token', ARGV[2])
-  return 1
+  return redis.call('HINCRBY', KEYS[1], 'rot', 1)
 end
 return 0
 `)

@@ -230,6 +230,9 @@ type Info struct {
 	// Conn names the connection the session is attached to (Attach), ""
 	// when none.
 	Conn string
+	// ConnRot is the number of the token rotation Conn holds (Attach), 0
+	// when none has attached with one.
+	ConnRot uint64
 	// Detached is when the session's client left (Detach), zero while one
 	// is attached or when none ever detached.
 	Detached time.Time
@@ -275,16 +278,18 @@ func (s *Store) Claim(ctx context.Context, id, from string) (bool, error) {
 // RotateToken replaces the session's token hash (hex, as in SessionMeta)
 // with next in one atomic step, if old is the token hash (which becomes
 // the pending previous one, Info.PrevTokenHash) or the pending previous
-// one (which stays), and reports whether it did; ErrNotFound if the
-// session is not there. Of concurrent rotations from one hash, every one
-// may succeed, but only the last one's next is the token hash after them.
-func (s *Store) RotateToken(ctx context.Context, id, old, next string) (bool, error) {
+// one (which stays), and returns the rotation's number (1, 2, … in the
+// order the store made them; 0 when it did not rotate); ErrNotFound if
+// the session is not there. Of concurrent rotations from one hash, every
+// one may succeed, but only the one with the highest number holds the
+// token hash after them.
+func (s *Store) RotateToken(ctx context.Context, id, old, next string) (uint64, error) {
 	k := keysOf(id)
-	n, err := rotateScript.Run(ctx, s.client, k[:1], old, next).Int()
+	n, err := rotateScript.Run(ctx, s.client, k[:1], old, next).Uint64()
 	if err != nil {
-		return false, fmt.Errorf("redisstore: rotate the token of session %s: %w", id, scriptError(err))
+		return 0, fmt.Errorf("redisstore: rotate the token of session %s: %w", id, scriptError(err))
 	}
-	return n == 1, nil
+	return n, nil
 }
 
 // CommitToken ends a pending rotation: if current is still the session's
@@ -326,7 +331,7 @@ func keysOf(id string) [2]string {
 
 // infoFields are the meta hash's fields Lookup reads (not the checkpoint,
 // which may be large).
-var infoFields = []string{"token", "prev", "follow", "subject", "owner", "conn", "detached", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
+var infoFields = []string{"token", "prev", "follow", "subject", "owner", "conn", "conn_rot", "detached", "cap", "last_seq", "base_seq", "ack_seq", "cp_seq"}
 
 // parseInfo reads a meta hash; ErrNotFound when it is empty.
 func parseInfo(m map[string]string) (Info, error) {
@@ -362,6 +367,11 @@ func parseInfo(m map[string]string) (Info, error) {
 	} {
 		if *f.to, err = strconv.ParseUint(m[f.name], 10, 64); err != nil {
 			return Info{}, fmt.Errorf("meta %s: %w", f.name, err)
+		}
+	}
+	if r := m["conn_rot"]; r != "" { // absent until a rotation attached
+		if info.ConnRot, err = strconv.ParseUint(r, 10, 64); err != nil {
+			return Info{}, fmt.Errorf("meta conn_rot: %w", err)
 		}
 	}
 	return info, nil

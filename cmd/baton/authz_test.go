@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,7 +21,6 @@ import (
 	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/redistest"
 	"github.com/baton-run/baton/wsproto"
-	"github.com/coder/websocket"
 )
 
 // forgeJWT signs raw claims JSON with secret as an HS256 JWT, whatever the
@@ -122,15 +122,19 @@ func TestResumeTokenRotates(t *testing.T) {
 }
 
 // TestClusterResumeTokenRotates: with the Redis store the rotation is the
-// store's, atomic across servers: of two resumes with one token at once,
-// one on the session's owner and one on another server (which serves it
-// from the store), each swap is atomic, so exactly one of the tokens they
-// are answered with works afterwards, on either server.
+// store's, atomic across servers, and so is the order of resumes: of two
+// resumes with one token at once, one on the session's owner and one on
+// another server (which serves it from the store), exactly one connection
+// is left open, it holds the token the store accepts (the other is closed
+// with 4000), and once its client has read that token the one both
+// presented is refused, on either server. (TestClusterResumeOrder forces
+// each interleaving; this one takes whatever the scheduler gives.)
 func TestClusterResumeTokenRotates(t *testing.T) {
 	rds := redistest.Start(t)
 	a := startNode(t, "A", "127.0.0.1:0", rds.URL())
 	b := startNode(t, "B", "127.0.0.1:0", rds.URL())
 	onA, onB := "http://"+a.addr, "http://"+b.addr
+	rdb := rds.Client(t)
 
 	c, hello := connect(t, onA)
 	c.message("hello")
@@ -138,47 +142,67 @@ func TestClusterResumeTokenRotates(t *testing.T) {
 
 	for round := range 3 {
 		// Both connections are open before either resumes.
-		ca, _ := connect(t, onA)
-		cb, _ := connect(t, onB)
+		ws := []*watched{}
+		for _, base := range []string{onA, onB} {
+			r, _ := connect(t, base)
+			ws = append(ws, watch(r, func() {}))
+		}
 		req := map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""}
-		ca.send("user.reconnect_with_state", req)
-		cb.send("user.reconnect_with_state", req)
-		var won []string
-		for _, r := range []*conn{ca, cb} {
-			f, err := r.read(10 * time.Second)
-			if err != nil {
-				// Accepted and at once replaced by the other resume
-				// before its system.connected went out: told so, with
-				// 4000, and never given a token.
-				if websocket.CloseStatus(err) != wsproto.CloseSessionReplaced {
-					t.Fatalf("round %d: %v", round+1, err)
-				}
-				continue
-			}
-			switch f.Event {
-			case wsproto.EventConnected:
-				won = append(won, meta[wsproto.Connected](t, f).ResumeToken)
-			case wsproto.EventError:
-				if e := meta[wsproto.Error](t, f); e.Code != wsproto.CodeResumeRejected {
-					t.Fatalf("round %d: %+v", round+1, e)
-				}
-			default:
-				t.Fatalf("round %d: answered %s", round+1, f.Event)
-			}
+		for _, w := range ws {
+			w.c.send("user.reconnect_with_state", req)
 		}
-		ca.ws.CloseNow()
-		cb.ws.CloseNow()
-		var works []wsproto.Connected
-		for i, token := range won {
-			f := resumeWith(t, []string{onB, onA}[i], hello.SessionID, token, 0).next()
-			if f.Event == wsproto.EventConnected {
-				works = append(works, meta[wsproto.Connected](t, f))
+		// One is closed with 4000 (after its answer, or before it) or
+		// answered resume_rejected (the other's client had committed the
+		// rotation already); the other is left open.
+		var win, lose *watched
+		select {
+		case code := <-ws[0].closed:
+			win, lose = ws[1], ws[0]
+			if code != wsproto.CloseSessionReplaced {
+				t.Fatalf("round %d: closed with %d", round+1, code)
 			}
+		case code := <-ws[1].closed:
+			win, lose = ws[0], ws[1]
+			if code != wsproto.CloseSessionReplaced {
+				t.Fatalf("round %d: closed with %d", round+1, code)
+			}
+		case e := <-ws[0].errors:
+			win, lose = ws[1], ws[0]
+			if e.Code != wsproto.CodeResumeRejected {
+				t.Fatalf("round %d: %+v", round+1, e)
+			}
+		case e := <-ws[1].errors:
+			win, lose = ws[0], ws[1]
+			if e.Code != wsproto.CodeResumeRejected {
+				t.Fatalf("round %d: %+v", round+1, e)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: both resumes left open", round+1)
 		}
-		if len(works) != 1 {
-			t.Fatalf("round %d: %d of the %d tokens given work, want 1", round+1, len(works), len(won))
+		var got wsproto.Connected
+		select {
+		case got = <-win.connected:
+		case code := <-win.closed:
+			t.Fatalf("round %d: both closed (%d)", round+1, code)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: the connection left open was not answered", round+1)
 		}
-		hello.ResumeToken = works[0].ResumeToken
+		// The open one's token is the store's, and the presented one is
+		// retired once its client read it.
+		want := sha256.Sum256([]byte(got.ResumeToken))
+		eventually(t, "the rotation committed", func() bool {
+			m, err := rdb.HMGet(context.Background(), "baton:{"+hello.SessionID+"}:meta", "token", "prev").Result()
+			return err == nil && m[0] == hex.EncodeToString(want[:]) && m[1] == nil
+		})
+		if err := win.c.ws.Ping(context.Background()); err != nil {
+			t.Fatalf("round %d: the connection left open: %v", round+1, err)
+		}
+		for _, base := range []string{onA, onB} {
+			resumeWith(t, base, hello.SessionID, hello.ResumeToken, 0).expectError(wsproto.CodeResumeRejected)
+		}
+		win.c.ws.CloseNow()
+		lose.c.ws.CloseNow()
+		hello.ResumeToken = got.ResumeToken
 	}
 	for _, base := range []string{onB, onA} {
 		m := meta[wsproto.Connected](t, resumeWith(t, base, hello.SessionID, hello.ResumeToken, 0).expect(wsproto.EventConnected))

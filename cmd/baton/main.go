@@ -130,6 +130,12 @@ type wrapHandlerKey struct{}
 // open (stall_test.go).
 type tuneKey struct{}
 
+// wrapClusterKey is a test seam: with --store redis, when run's ctx
+// carries a func(orchestrator.Cluster) orchestrator.Cluster under it, the
+// orchestrator uses the cluster it returns (internal/clustertest wraps it
+// to force an order on two servers' calls).
+type wrapClusterKey struct{}
+
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
 // writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
@@ -190,6 +196,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer closeCluster() // after the orchestrator's Close, which leaves the cluster
 		c.opts.Cluster, threads = cl, agui.NewRedisStore(rdb)
+		if wrap, ok := ctx.Value(wrapClusterKey{}).(func(orchestrator.Cluster) orchestrator.Cluster); ok {
+			c.opts.Cluster = wrap(cl)
+		}
 		pingStore = func(ctx context.Context) error { return rdb.Ping(ctx).Err() }
 	}
 	met := metrics.New()
