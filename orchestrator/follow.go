@@ -211,7 +211,8 @@ func (s *Server) closeReplaced(id string, gone []*member) {
 }
 
 // sendReplace asks the server of the connection ref (NODE/CONN) to close
-// it with 4000.
+// it with 4000. It does not wait: the message goes through that server's
+// peer queue (peers.go).
 func (s *Server) sendReplace(id, ref string) {
 	cl := s.opts.Cluster
 	node, connID, ok := strings.Cut(ref, "/")
@@ -222,12 +223,8 @@ func (s *Server) sendReplace(id, ref string) {
 		s.replaced(connID)
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-	defer cancel()
 	b, _ := json.Marshal(message{Kind: msgReplace, From: cl.Node(), Session: id, Conn: connID})
-	if _, err := cl.Send(ctx, node, b); err != nil {
-		s.log.Error("close the replaced connection", "session", id, "conn", ref, "err", err)
-	}
+	s.post(node, peerJob{out: b, session: id, at: time.Now()})
 }
 
 // attachRemote registers a connection of another server as a member of a

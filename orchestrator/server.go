@@ -289,6 +289,7 @@ type Server struct {
 	runWG     sync.WaitGroup // pipeline runs
 	janitorWG sync.WaitGroup // the expiry sweeper, and with a cluster the orphan hunter
 	clusterWG sync.WaitGroup // with a cluster: the receiver of other servers' messages
+	peers     peers          // with a cluster: their queues and senders (peers.go)
 	stopSweep chan struct{}
 }
 
@@ -523,6 +524,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.cancel(ErrServerClosed)
 	s.clusterWG.Wait()
+	s.closePeers()
 	if err := waitCtx(ctx, &s.runWG); err != nil {
 		errs = append(errs, fmt.Errorf("close runs: %w", err))
 	}
