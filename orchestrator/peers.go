@@ -35,16 +35,17 @@ import (
 const maxPeerQueue = 1024
 
 // peers are the queues of the peers with work waiting. Its zero value is
-// ready; close waits for every sender.
+// ready; closePeers waits for every sender.
 type peers struct {
 	mu     sync.Mutex // guards the fields below
 	queues map[string]*peerQueue
-	closed bool // Close: no sender starts any more
-	wg     sync.WaitGroup
+	closed bool           // closePeers: no sender starts any more
+	wg     sync.WaitGroup // the senders (sendTo)
 }
 
-// peerQueue is one peer's waiting work. It is in peers.queues, and has a
-// sender, exactly while it holds something.
+// peerQueue is one peer's waiting work. It is in peers.queues exactly
+// while its sender runs: from the post that finds none until the sender
+// finds the queue empty.
 type peerQueue struct {
 	node string
 	jobs []peerJob
