@@ -43,4 +43,9 @@
 // says this server's lease may have lapsed (LeaseWatcher), it gives every
 // session up, so that no run goes on here while another server continues
 // it (fence.go).
+//
+// With a Cluster, the loop that receives other servers' messages waits on
+// nothing: each server's commands, attaches and detaches are applied, in
+// the order it sent them, and answered by a sender of that server's own
+// (peers.go), so a reply that is slow to one server holds up no other's.
 package orchestrator

@@ -10,12 +10,13 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// A running task of a restored run starts again from its first round: the
-// question it had open when its server died (tool_confirm, input_request)
-// has no one waiting for it. It stays answerable with its step_id, parked,
-// until the restarted task asks the same thing again and claims it —
-// getting the answer if one came meanwhile — or ends without asking, which
-// closes it. A watcher per parked question closes it when it expires, as
+// A running task of a restored run goes on from its last journaled round
+// of the agent loop (journal.go), so the round that asked the question it
+// had open when its server died (tool_confirm, input_request) runs again,
+// and until then the question has no one waiting for it. It stays
+// answerable with its step_id, parked, until the task asks the same thing
+// again and claims it — getting the answer if one came meanwhile — or ends
+// without asking, which closes it. A watcher per parked question closes it when it expires, as
 // await would have.
 
 // parked is a running task's question that a restored run had open, or

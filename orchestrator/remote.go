@@ -330,38 +330,31 @@ func (s *Server) detachShared(c *conn) {
 	}
 }
 
-// receive handles the messages other servers send this one.
+// receive takes the messages other servers send this one, on the
+// cluster's Receive loop, which waits on nothing: a reply or a replace is
+// handled at once, anything else queued for its sender's peer queue
+// (peers.go).
 func (s *Server) receive(b []byte) {
-	var m message
-	if err := json.Unmarshal(b, &m); err != nil {
+	m := new(message)
+	if err := json.Unmarshal(b, m); err != nil {
 		s.log.Error("undecodable message from the cluster", "err", err)
 		return
 	}
 	switch m.Kind {
-	case msgCommand, msgAttach:
-		r := message{Kind: msgReply, From: s.opts.Cluster.Node(), Conn: m.Conn, ID: m.ID}
-		if m.Kind == msgAttach {
-			r.Error, r.Moved = s.attachRemote(m)
-		} else {
-			r.Error, r.Moved = s.command(m)
-		}
-		b, _ := json.Marshal(r)
-		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-		defer cancel()
-		if _, err := s.opts.Cluster.Send(ctx, m.From, b); err != nil {
-			s.log.Error("reply to a forwarded command", "session", m.Session, "to", m.From, "err", err)
-		}
+	case msgCommand, msgAttach, msgDetach:
+		s.post(m.From, peerJob{in: m, at: time.Now()})
 	case msgReply:
 		s.mu.Lock()
 		ch := s.replies[m.ID]
 		s.mu.Unlock()
 		if ch != nil {
-			ch <- m // cap 1, one reply per id
+			select {
+			case ch <- *m: // cap 1, one reply per id
+			default: // a second reply with the id: not ours to wait for
+			}
 		}
 	case msgReplace:
 		s.replaced(m.Conn)
-	case msgDetach:
-		s.detachRemote(m)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -240,7 +241,8 @@ func (s *Server) closeReplaced(id string, gone []*member) {
 }
 
 // sendReplace asks the server of the connection ref (NODE/CONN) to close
-// it with 4000.
+// it with 4000. It does not wait: the message goes through that server's
+// peer queue (peers.go).
 func (s *Server) sendReplace(id, ref string) {
 	cl := s.opts.Cluster
 	node, connID, ok := strings.Cut(ref, "/")
@@ -251,12 +253,8 @@ func (s *Server) sendReplace(id, ref string) {
 		s.replaced(connID)
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-	defer cancel()
 	b, _ := json.Marshal(message{Kind: msgReplace, From: cl.Node(), Session: id, Conn: connID})
-	if _, err := cl.Send(ctx, node, b); err != nil {
-		s.log.Error("close the replaced connection", "session", id, "conn", ref, "err", err)
-	}
+	s.post(node, peerJob{out: b, session: id, at: time.Now()})
 }
 
 // replaced closes this server's connection connID with 4000.

@@ -155,6 +155,12 @@ type Options struct {
 	// it (adopt.go), on the goroutine adopting it; ctx bounds the
 	// adoption. Tests hold an adoption open with it. Defaults to nil.
 	AdoptHook func(ctx context.Context, session string)
+	// PeerHook is a test seam: with a Cluster, it is called once this
+	// server has handled a message another sent it about a session (a
+	// command, an attach, a detach: peers.go), with the message's kind,
+	// on the goroutine that handled it. Tests order a resume after an
+	// attach with it. Defaults to nil.
+	PeerHook func(kind, session string)
 	// MaxTakeovers bounds the sessions this server takes over from the
 	// store at once (the resumes of a dead server's sessions, and the
 	// orphaned runs it continues). After a node's death every one of its
@@ -289,6 +295,7 @@ type Server struct {
 	runWG     sync.WaitGroup // pipeline runs
 	janitorWG sync.WaitGroup // the expiry sweeper, and with a cluster the orphan hunter
 	clusterWG sync.WaitGroup // with a cluster: the receiver of other servers' messages
+	peers     peers          // with a cluster: their queues and senders (peers.go)
 	stopSweep chan struct{}
 }
 
@@ -523,6 +530,7 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	s.cancel(ErrServerClosed)
 	s.clusterWG.Wait()
+	s.closePeers()
 	if err := waitCtx(ctx, &s.runWG); err != nil {
 		errs = append(errs, fmt.Errorf("close runs: %w", err))
 	}

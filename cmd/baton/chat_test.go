@@ -276,7 +276,7 @@ func TestClusterChatTakenOver(t *testing.T) {
 	ctx := context.Background()
 
 	var frames frameLog
-	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll,
+	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll,
 		OnEvent: func(f client.Frame) { frames.add(f) }})
 	request := "Summarise the week [sim:sleep=3s]"
 	if err := cl.MessageChat(ctx, request); err != nil {

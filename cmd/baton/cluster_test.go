@@ -38,20 +38,6 @@ func clusterClient(t *testing.T, ctx context.Context, urls []string, opts client
 	return cl
 }
 
-func confirmAll(c wsproto.UserConfirm) *client.Answer {
-	yes := true
-	switch c.Kind {
-	case wsproto.ConfirmPlan, wsproto.ConfirmAdjust:
-		return &client.Answer{Confirmed: &yes}
-	case wsproto.ConfirmTool:
-		return &client.Answer{Approved: &yes}
-	case wsproto.ConfirmTaskFailed:
-		return &client.Answer{Action: "skip"}
-	}
-	text := "yes"
-	return &client.Answer{Text: &text}
-}
-
 func waitView(t *testing.T, ctx context.Context, cl *client.Client, what string, cond func(client.View) bool) client.View {
 	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -172,7 +158,7 @@ func TestClusterOwnerKilled(t *testing.T) {
 			b := startNode(t, "B", "127.0.0.1:0", rds.URL())
 			ctx := context.Background()
 
-			cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+			cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll})
 			if err := cl.SolveTasks(ctx, slowTasks(4)); err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +208,7 @@ func TestRestartLosesNothing(t *testing.T) {
 			addr := freeAddr(t)
 			first := startNode(t, "first", addr, rds.URL())
 			ctx := context.Background()
-			cl := clusterClient(t, ctx, []string{first.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+			cl := clusterClient(t, ctx, []string{first.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll})
 			if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +238,7 @@ func TestRedisRestart(t *testing.T) {
 	rds := redistest.Start(t)
 	n := startNode(t, "A", "127.0.0.1:0", rds.URL())
 	ctx := context.Background()
-	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{OnConfirm: confirmAll})
+	cl := clusterClient(t, ctx, []string{n.url()}, client.Options{OnConfirm: client.AgreeAll})
 	if err := cl.SolveTasks(ctx, slowTasks(2)); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +257,7 @@ func TestRedisRestart(t *testing.T) {
 		t.Errorf("rejected %d, resyncs %d; want the session rejected", v.Stats.Rejected, v.Stats.Resyncs)
 	}
 	// The server keeps serving: a new session works.
-	cl2 := clusterClient(t, ctx, []string{n.url()}, client.Options{OnConfirm: confirmAll})
+	cl2 := clusterClient(t, ctx, []string{n.url()}, client.Options{OnConfirm: client.AgreeAll})
 	if err := cl2.SolveTasks(ctx, []wsproto.Task{{ID: "a", Title: "A", Description: "quick"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func TestClusterDrainHandsOver(t *testing.T) {
 
 			var cl *client.Client
 			if tt.attached {
-				cl = clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+				cl = clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll})
 				if err := cl.SolveTasks(ctx, slowTasks(4)); err != nil {
 					t.Fatal(err)
 				}

@@ -107,7 +107,7 @@ func startFaultRunOn(t *testing.T, rds *redistest.Server, tasks, calls int, onB 
 			urls = append(urls, r.b.url())
 		}
 	}
-	r.cl = clusterClient(t, r.ctx, urls, client.Options{AckEvery: ackEvery, OnConfirm: confirmAll,
+	r.cl = clusterClient(t, r.ctx, urls, client.Options{AckEvery: ackEvery, OnConfirm: client.AgreeAll,
 		OnEvent: func(f client.Frame) {
 			if f.Event == wsproto.EventError {
 				r.errs.add(f)

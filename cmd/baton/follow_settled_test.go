@@ -46,7 +46,7 @@ func TestFollowEditedPlanReachesEveryDevice(t *testing.T) {
 				laptop.Drop()
 				return &client.Answer{Text: &text}
 			}
-			return confirmAll(c)
+			return client.AgreeAll(c)
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -90,7 +90,7 @@ func TestFollowTwoDevices(t *testing.T) {
 	waitView(t, ctx, laptop, "the plan's confirmation", func(v client.View) bool { return v.Run != nil && len(v.Run.PendingConfirm) > 0 })
 
 	phone, err := client.Follow(ctx, wsURL(base), first.SessionID, first.FollowToken,
-		&client.Options{Resume: true, AckEvery: 5, OnConfirm: confirmAll, OnEvent: phoneErrs.onEvent})
+		&client.Options{Resume: true, AckEvery: 5, OnConfirm: client.AgreeAll, OnEvent: phoneErrs.onEvent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestFollowFirstAnswerWins(t *testing.T) {
 	ctx := context.Background()
 	var aErrs, bErrs errorLog
 	no := false
-	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, OnConfirm: confirmAll, OnEvent: aErrs.onEvent})
+	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, OnConfirm: client.AgreeAll, OnEvent: aErrs.onEvent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestFollowPlainResumeReplaces(t *testing.T) {
 func TestFollowCap(t *testing.T) {
 	base := startServer(t, "--max-followers", "2")
 	ctx := context.Background()
-	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, OnConfirm: confirmAll})
+	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, OnConfirm: client.AgreeAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func followRaw(t *testing.T, base, sessionID, token string, lastSeq uint64) (*co
 func TestFollowPruneWaitsForSlowest(t *testing.T) {
 	base := startServer(t)
 	ctx := context.Background()
-	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, AckEvery: 1, OnConfirm: confirmAll})
+	a, err := client.Dial(ctx, wsURL(base), &client.Options{Follow: true, AckEvery: 1, OnConfirm: client.AgreeAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestFollowBehindRingResyncs(t *testing.T) {
 	}
 	left := waitView(t, ctx, phone, "the phone at the confirmation", func(v client.View) bool { return v.LastSeq >= pv.LastSeq }).LastSeq
 	phone.Close()
-	if err := a.Respond(ctx, pv.Run.PendingConfirm[0].StepID, *confirmAll(pv.Run.PendingConfirm[0])); err != nil {
+	if err := a.Respond(ctx, pv.Run.PendingConfirm[0].StepID, *client.AgreeAll(pv.Run.PendingConfirm[0])); err != nil {
 		t.Fatal(err)
 	}
 	av := waitView(t, ctx, a, "the run's end", finished)
@@ -436,7 +436,7 @@ func TestClusterFollowPrune(t *testing.T) {
 	b := startNode(t, "B", "127.0.0.1:0", rds.URL())
 	baseA, baseB := "http://"+a.addr, "http://"+b.addr
 	ctx := context.Background()
-	laptop, err := client.Dial(ctx, a.url(), &client.Options{Follow: true, AckEvery: 1, OnConfirm: confirmAll})
+	laptop, err := client.Dial(ctx, a.url(), &client.Options{Follow: true, AckEvery: 1, OnConfirm: client.AgreeAll})
 	if err != nil {
 		t.Fatal(err)
 	}

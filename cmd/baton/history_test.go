@@ -82,7 +82,7 @@ func resyncSnapshot(t *testing.T, base, session, token string, lastSeq uint64) (
 func TestConversation(t *testing.T) {
 	base := startServer(t)
 	ctx := context.Background()
-	cl, err := client.Dial(ctx, wsURL(base), &client.Options{AckEvery: 100, OnConfirm: confirmAll})
+	cl, err := client.Dial(ctx, wsURL(base), &client.Options{AckEvery: 100, OnConfirm: client.AgreeAll})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestConversationBounds(t *testing.T) {
 	base := startServer(t, "--history-runs", "2", "--history-budget", "500")
 	ctx := context.Background()
 	var errs frameLog
-	cl, err := client.Dial(ctx, wsURL(base), &client.Options{AckEvery: 100, OnConfirm: confirmAll, OnEvent: func(f client.Frame) {
+	cl, err := client.Dial(ctx, wsURL(base), &client.Options{AckEvery: 100, OnConfirm: client.AgreeAll, OnEvent: func(f client.Frame) {
 		if f.Event == wsproto.EventError {
 			errs.add(f)
 		}
@@ -187,7 +187,7 @@ func TestConversationTakeover(t *testing.T) {
 			if hold && c.Kind == wsproto.ConfirmPlan {
 				return nil
 			}
-			return confirmAll(c)
+			return client.AgreeAll(c)
 		}})
 	var answers []string
 	for _, req := range conversation[:2] {

@@ -154,7 +154,7 @@ func TestJournalAcrossKill(t *testing.T) {
 				tasks = append(tasks, task)
 			}
 			var ends frameLog
-			cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll,
+			cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll,
 				OnEvent: func(f client.Frame) {
 					if f.Event == wsproto.EventPipelineCompleted {
 						ends.add(f)

@@ -21,7 +21,7 @@ func TestClusterPubSubBlink(t *testing.T) {
 	b := startNode(t, "B", "127.0.0.1:0", rds.URL())
 	ctx := context.Background()
 
-	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll})
 	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
 		t.Fatal(err)
 	}

@@ -183,7 +183,7 @@ func TestClusterSessionCaps(t *testing.T) {
 	stored := func(id string) bool { return rdb.Exists(ctx, "baton:{"+id+"}:meta").Val() == 1 }
 
 	held, _ := connect(t, "http://"+b.addr) // B's one session, kept
-	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: confirmAll})
+	cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll})
 	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
 		t.Fatal(err)
 	}

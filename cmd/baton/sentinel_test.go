@@ -72,7 +72,7 @@ func (l *seqLog) check(t *testing.T) {
 func solveLogged(t *testing.T, ctx context.Context, urls []string) (*client.Client, *seqLog) {
 	t.Helper()
 	seqs := newSeqLog()
-	cl := clusterClient(t, ctx, urls, client.Options{AckEvery: 3, OnConfirm: confirmAll, OnEvent: seqs.add})
+	cl := clusterClient(t, ctx, urls, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll, OnEvent: seqs.add})
 	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ func TestStallAdopted(t *testing.T) {
 	rds := redistest.Start(t)
 	base, log := startStalling(t, rds, nil)
 	ctx := context.Background()
-	cl := clusterClient(t, ctx, []string{wsURL(base)}, client.Options{OnConfirm: confirmAll})
+	cl := clusterClient(t, ctx, []string{wsURL(base)}, client.Options{OnConfirm: client.AgreeAll})
 	if err := cl.SolveTasks(ctx, slowTasks(3)); err != nil {
 		t.Fatal(err)
 	}

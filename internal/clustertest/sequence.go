@@ -40,6 +40,9 @@ func NewSequence(session string, steps ...string) *Sequence {
 	return &Sequence{session: session, steps: steps, taken: make([]bool, len(steps)), changed: make(chan struct{})}
 }
 
+// Session is the session whose calls s orders.
+func (s *Sequence) Session() string { return s.session }
+
 // Name is the step a call is.
 func Name(c Call) string {
 	name := c.Label + " " + c.Op
