@@ -31,7 +31,7 @@ type conn struct {
 	// goroutine reads or writes it.
 	sess *session
 	// remote is set instead when another server of the cluster owns the
-	// session the connection resumed (remote.go).
+	// session the connection resumed (proxy.go).
 	remote *remote
 	// log carries the id of the session the connection is attached to: the
 	// fresh one, then the resumed one. Every goroutine reads it; attach

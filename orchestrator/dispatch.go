@@ -72,7 +72,7 @@ func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 		return nil // not applied: the connection is closed with 4029 (sessioncap.go)
 	}
 	if a, ok := req.(*wsproto.Ack); ok {
-		return c.sess.ack(c.id, a.LastSeq) // this connection's cursor (follow.go)
+		return c.sess.ack(c.id, a.LastSeq) // this connection's cursor (members.go)
 	}
 	return c.sess.apply(req)
 }

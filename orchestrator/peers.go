@@ -5,10 +5,17 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/baton-run/baton/wsproto"
 )
 
-// Peers: the work other servers' messages cause here, and what this server
-// sends them in answer, queued by peer. The cluster's Receive loop only
+// The peer protocol: the messages the servers of a cluster send each other
+// (message: a forwarded command and its reply, a member's attach and
+// detach, a replace), how this server handles those it receives, and what
+// it sends in answer, queued by peer. Which attach replaces whom is
+// rotation.go's to decide; the proxy that sends commands is proxy.go.
+//
+// The work other servers' messages cause here is queued by peer. The cluster's Receive loop only
 // decodes a message and hands it on (receive): a reply or a replace is
 // handled there at once, as neither waits on anything; a command, an
 // attach or a detach is queued for the peer it came from, and that peer's
@@ -177,4 +184,202 @@ func (s *Server) closePeers() {
 	p.closed = true
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// message is what the servers of a cluster send each other.
+type message struct {
+	Kind    string `json:"kind"`           // msgCommand, msgReply or msgReplace
+	From    string `json:"from,omitempty"` // the sending server
+	Session string `json:"session,omitempty"`
+	Conn    string `json:"conn,omitempty"` // the connection it is about
+	// ID pairs a reply with its command.
+	ID    uint64          `json:"id,omitempty"`
+	Frame json.RawMessage `json:"frame,omitempty"` // a command's client frame
+	// A reply's outcome: Error for the client, or Moved when the server
+	// does not hold the session (any more).
+	Error *wsproto.Error `json:"error,omitempty"`
+	Moved bool           `json:"moved,omitempty"`
+	// An attach's: a follow (else a plain resume, which replaces the
+	// session's other connections), and the last_seq it resumed from.
+	Follow bool   `json:"follow,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
+	// Rot is the number of the token rotation an attach's connection
+	// holds (rotation.go); 0 for a follow by the follow token, or a
+	// follow's first attach, which its rotation follows.
+	Rot uint64 `json:"rot,omitempty"`
+}
+
+const (
+	msgCommand = "command"
+	msgReply   = "reply"
+	msgReplace = "replace"
+	msgAttach  = "attach" // a connection attached on another server (attachRemote)
+	msgDetach  = "detach" // it left
+)
+
+// connRef names a connection across the cluster: "NODE/CONN".
+func (s *Server) connRef(c *conn) string { return s.opts.Cluster.Node() + "/" + c.id }
+
+// receive takes the messages other servers send this one, on the
+// cluster's Receive loop, which waits on nothing: a reply or a replace is
+// handled at once, anything else queued for its sender's peer queue
+// (peers.go).
+func (s *Server) receive(b []byte) {
+	m := new(message)
+	if err := json.Unmarshal(b, m); err != nil {
+		s.log.Error("undecodable message from the cluster", "err", err)
+		return
+	}
+	switch m.Kind {
+	case msgCommand, msgAttach, msgDetach:
+		s.post(m.From, peerJob{in: m, at: time.Now()})
+	case msgReply:
+		s.mu.Lock()
+		ch := s.replies[m.ID]
+		s.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- *m: // cap 1, one reply per id
+			default: // a second reply with the id: not ours to wait for
+			}
+		}
+	case msgReplace:
+		s.replaced(m.Conn)
+	}
+}
+
+// command applies a client's frame forwarded by the server that holds its
+// connection.
+func (s *Server) command(m message) (*wsproto.Error, bool) {
+	sess := s.lookup(m.Session)
+	if sess == nil {
+		return nil, true
+	}
+	req, e := wsproto.DecodeText(m.Frame)
+	if e != nil {
+		return e, false
+	}
+	if _, ok := req.(*wsproto.Reconnect); ok {
+		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
+			Message: "user.reconnect_with_state must be the first frame of a connection"}, false
+	}
+	if a, ok := req.(*wsproto.Ack); ok {
+		e = sess.ack(m.From+"/"+m.Conn, a.LastSeq)
+	} else {
+		e = sess.apply(req)
+	}
+	if e != nil && e.RefType == "" {
+		e.RefType = req.Event()
+	}
+	return e, false
+}
+
+// attachRemote registers a connection of another server as a member of a
+// session this server holds (msgAttach): a follow, under the cap, or a
+// resume that rotated the token, which admitLocked orders against the
+// others (a plain one replaces every other member). A resume that lost is
+// closed with 4000 where it is.
+func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
+	sess := s.lookup(m.Session)
+	if sess == nil {
+		return nil, true
+	}
+	ref := m.From + "/" + m.Conn
+	sess.mu.Lock()
+	if sess.closed {
+		sess.mu.Unlock()
+		return nil, true
+	}
+	var rot *rotation
+	if m.Rot > 0 || !m.Follow {
+		rot = &rotation{n: m.Rot}
+	}
+	if m.Follow && sess.memberLocked(ref) == nil {
+		if e := sess.followLimitLocked(); e != nil {
+			sess.mu.Unlock()
+			return e, false
+		}
+	}
+	gone, ok := sess.admitLocked(ref, rot, m.Follow)
+	if !ok {
+		sess.removeLocked(ref, false)
+		sess.mu.Unlock()
+		s.sendReplace(sess.id, ref)
+		return nil, false
+	}
+	if m.Follow {
+		sess.followedLocked()
+	}
+	mem := sess.memberLocked(ref)
+	if mem == nil {
+		sess.claimGhostLocked(m.Seq)
+		mem = &member{ref: ref}
+		sess.members = append(sess.members, mem)
+	}
+	mem.holds = mem.holds || rot != nil
+	sess.detachedAt.Store(0)
+	sess.mu.Unlock()
+	s.closeReplaced(sess.id, gone)
+	return nil, false
+}
+
+// detachRemote forgets a member on another server that left (msgDetach).
+func (s *Server) detachRemote(m message) {
+	sess := s.lookup(m.Session)
+	if sess == nil {
+		return
+	}
+	sess.detach(m.From + "/" + m.Conn)
+	s.keepAttached(sess)
+}
+
+// registerRemote tells the owner of c's session that c attached here,
+// resuming from lastSeq, as a follower when follow is set, holding the
+// token rotation numbered rot (0: none yet, or a follow by the follow
+// token). The owner's refusal (the cap) is the answer to a follow's first
+// attach, which waits for it; an attach with a rotation does not wait (a
+// resume proxied to a slow owner is not made slower): the owner closes it
+// where it is if it lost (attachRemote).
+func (c *conn) registerRemote(follow bool, lastSeq, rot uint64) *wsproto.Error {
+	s, cl := c.srv, c.srv.opts.Cluster
+	if !follow || rot > 0 {
+		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+		defer cancel()
+		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id,
+			Follow: follow, Seq: lastSeq, Rot: rot})
+		if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
+			s.log.Warn("tell the session's owner a connection attached", "session", c.remote.id, "err", err)
+		}
+		return nil
+	}
+	id := s.nextMsg.Add(1)
+	reply := make(chan message, 1)
+	s.mu.Lock()
+	s.replies[id] = reply
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.replies, id)
+		s.mu.Unlock()
+	}()
+	e, _, ok, _ := c.exchange(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id,
+		Conn: c.id, ID: id, Follow: follow, Seq: lastSeq}, reply)
+	if !ok {
+		// The owner did not answer (it may be dying): the attach stands
+		// without it; its acks register the connection wherever the
+		// session lives by then.
+		return nil
+	}
+	return e
+}
+
+// unregisterRemote tells the owner of c's session that c left.
+func (c *conn) unregisterRemote() {
+	s, cl := c.srv, c.srv.opts.Cluster
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	b, _ := json.Marshal(message{Kind: msgDetach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
+	if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
+		s.log.Warn("tell the session's owner a connection left", "session", c.remote.id, "err", err)
+	}
 }

@@ -273,7 +273,7 @@ type Server struct {
 	runEnded chan struct{}
 
 	// replies are the forwarded commands waiting for their owner's answer,
-	// by message id (remote.go). Guarded by mu.
+	// by message id (proxy.go). Guarded by mu.
 	replies map[uint64]chan message
 	nextMsg atomic.Uint64
 	// adoptions are the sessions this server is adopting from the store,

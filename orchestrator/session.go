@@ -55,7 +55,7 @@ type session struct {
 
 	mu sync.Mutex // guards the fields below; held across append+send and every ring call
 	// members are the connections attached, each with its own cursor
-	// (follow.go): one, or several when clients follow the session.
+	// (members.go): one, or several when clients follow the session.
 	members []*member
 	// pruned is the latest seq acked to the ring: the lowest of every
 	// member's acks when it was last raised.

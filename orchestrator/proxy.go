@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -12,9 +11,10 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-// storeTimeout bounds one exchange with the cluster's store or another
-// server: a resume's lookups, a forwarded command and its reply.
-const storeTimeout = 5 * time.Second
+// The proxy: a connection attached to a session that another, live
+// server holds. It is answered from the store, tailed there, and its
+// commands are forwarded to the owner (docs/scaling.md, "Resume on another
+// node"); takeover.go decides that a resume is proxied.
 
 // remote is the session a connection is attached to when another server
 // owns it: the connection is served from the store (tail) and its commands
@@ -25,107 +25,6 @@ type remote struct {
 	owner string
 	stop  context.CancelFunc // ends the tail
 }
-
-// message is what the servers of a cluster send each other.
-type message struct {
-	Kind    string `json:"kind"`           // msgCommand, msgReply or msgReplace
-	From    string `json:"from,omitempty"` // the sending server
-	Session string `json:"session,omitempty"`
-	Conn    string `json:"conn,omitempty"` // the connection it is about
-	// ID pairs a reply with its command.
-	ID    uint64          `json:"id,omitempty"`
-	Frame json.RawMessage `json:"frame,omitempty"` // a command's client frame
-	// A reply's outcome: Error for the client, or Moved when the server
-	// does not hold the session (any more).
-	Error *wsproto.Error `json:"error,omitempty"`
-	Moved bool           `json:"moved,omitempty"`
-	// An attach's: a follow (else a plain resume, which replaces the
-	// session's other connections), and the last_seq it resumed from.
-	Follow bool   `json:"follow,omitempty"`
-	Seq    uint64 `json:"seq,omitempty"`
-	// Rot is the number of the token rotation an attach's connection
-	// holds (rotation.go); 0 for a follow by the follow token, or a
-	// follow's first attach, which its rotation follows.
-	Rot uint64 `json:"rot,omitempty"`
-}
-
-const (
-	msgCommand = "command"
-	msgReply   = "reply"
-	msgReplace = "replace"
-	msgAttach  = "attach" // a connection attached on another server (follow.go)
-	msgDetach  = "detach" // it left
-)
-
-// connRef names a connection across the cluster: "NODE/CONN".
-func (s *Server) connRef(c *conn) string { return s.opts.Cluster.Node() + "/" + c.id }
-
-// resumeShared resumes a session this server does not hold: it proxies to
-// the session's owner when that one lives, or claims the session and
-// continues it here when it does not, or when the owner is this server,
-// which gave the session up or is adopting it (docs/scaling.md).
-func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
-	cl := s.opts.Cluster
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-	defer cancel()
-	for try := 0; ; try++ {
-		rec, err := cl.Lookup(ctx, req.SessionID)
-		if errors.Is(err, ErrNoSession) {
-			return errRejected
-		}
-		if err != nil {
-			s.log.Error("resume: look the session up", "session", req.SessionID, "err", err)
-			return errStore
-		}
-		held := &session{tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash}
-		byFollow := req.Follow && rec.FollowHash != noHash && tokenMatches(rec.FollowHash, req.ResumeToken)
-		if (!byFollow && !held.tokenAccepted(req.ResumeToken)) || rec.Subject != c.subject {
-			return errRejected // another subject's session is as unknown as a wrong token
-		}
-		if expiredIn(rec, time.Now(), s.opts.SessionTTL) {
-			// Its client left longer than SessionTTL ago; its owner, if it
-			// lives, frees it at its next sweep.
-			return errRejected
-		}
-		// Ours, yet not in memory: the ring gave the session up while the
-		// store stalled (lost), or this server is adopting it right now.
-		// Either way it is adopted (or the adoption under way waited for),
-		// like a dead server's.
-		if rec.Owner != cl.Node() {
-			alive, err := cl.Alive(ctx, rec.Owner)
-			if err != nil {
-				s.log.Error("resume: check the owner", "session", req.SessionID, "owner", rec.Owner, "err", err)
-				return errStore
-			}
-			if alive {
-				return s.proxy(ctx, c, req, rec.Owner, byFollow)
-			}
-		}
-		// The takeover's own deadline: it may wait TakeoverWait for a slot
-		// before its exchanges with the store.
-		actx, acancel := context.WithTimeout(s.ctx, s.opts.TakeoverWait+storeTimeout)
-		_, err = s.adoptShared(actx, req.SessionID, rec.Owner)
-		acancel()
-		if err != nil {
-			if try == 0 && errors.Is(err, errClaimLost) {
-				continue // another server took it first: it is the owner now
-			}
-			if errors.Is(err, ErrNoSession) {
-				return errRejected // gone, or expired, as it was taken over
-			}
-			if errors.Is(err, errAdoptBusy) {
-				s.log.Debug("resume: no takeover slot; answered busy", "session", req.SessionID)
-				return s.adoptBusy()
-			}
-			s.log.Error("resume: take the session over", "session", req.SessionID, "err", err)
-			return errStore
-		}
-		return s.resume(c, req) // held here now
-	}
-}
-
-var errStore = &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserReconnect,
-	Message: "the session store did not answer; resume again"}
 
 // proxy attaches c to a session that owner holds: it answers the resume
 // from the store, then tails the session's events there. The owner
@@ -328,60 +227,6 @@ func (s *Server) detachShared(c *conn) {
 	} else if sess := s.lookup(id); sess != nil {
 		s.keepAttached(sess)
 	}
-}
-
-// receive takes the messages other servers send this one, on the
-// cluster's Receive loop, which waits on nothing: a reply or a replace is
-// handled at once, anything else queued for its sender's peer queue
-// (peers.go).
-func (s *Server) receive(b []byte) {
-	m := new(message)
-	if err := json.Unmarshal(b, m); err != nil {
-		s.log.Error("undecodable message from the cluster", "err", err)
-		return
-	}
-	switch m.Kind {
-	case msgCommand, msgAttach, msgDetach:
-		s.post(m.From, peerJob{in: m, at: time.Now()})
-	case msgReply:
-		s.mu.Lock()
-		ch := s.replies[m.ID]
-		s.mu.Unlock()
-		if ch != nil {
-			select {
-			case ch <- *m: // cap 1, one reply per id
-			default: // a second reply with the id: not ours to wait for
-			}
-		}
-	case msgReplace:
-		s.replaced(m.Conn)
-	}
-}
-
-// command applies a client's frame forwarded by the server that holds its
-// connection.
-func (s *Server) command(m message) (*wsproto.Error, bool) {
-	sess := s.lookup(m.Session)
-	if sess == nil {
-		return nil, true
-	}
-	req, e := wsproto.DecodeText(m.Frame)
-	if e != nil {
-		return e, false
-	}
-	if _, ok := req.(*wsproto.Reconnect); ok {
-		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
-			Message: "user.reconnect_with_state must be the first frame of a connection"}, false
-	}
-	if a, ok := req.(*wsproto.Ack); ok {
-		e = sess.ack(m.From+"/"+m.Conn, a.LastSeq)
-	} else {
-		e = sess.apply(req)
-	}
-	if e != nil && e.RefType == "" {
-		e.RefType = req.Event()
-	}
-	return e, false
 }
 
 func closeRing(r buffer.Ring, s *Server) {

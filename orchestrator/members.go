@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,9 +21,10 @@ import (
 // resyncs it alone.
 //
 // Members on other servers of a cluster (a follower served from the store
-// there, remote.go) are known to the owner by their reference, NODE/CONN,
-// with their acks: registered when they attach (msgAttach), updated by
-// their forwarded acks, dropped when they leave (msgDetach).
+// there, proxy.go) are known to the owner by their reference, NODE/CONN,
+// with their acks: registered when they attach (msgAttach, peers.go),
+// updated by their forwarded acks, dropped when they leave (msgDetach).
+// Which resume replaces which members is rotation.go's to decide.
 
 // member is a connection attached to a session.
 type member struct {
@@ -181,65 +181,6 @@ func (sess *session) ack(ref string, lastSeq uint64) *wsproto.Error {
 // followHashOf is the hash of a session's follow token.
 func followHashOf(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
 
-// attachRemote registers a connection of another server as a member of a
-// session this server holds (msgAttach): a follow, under the cap, or a
-// resume that rotated the token, which admitLocked orders against the
-// others (a plain one replaces every other member). A resume that lost is
-// closed with 4000 where it is.
-func (s *Server) attachRemote(m message) (*wsproto.Error, bool) {
-	sess := s.lookup(m.Session)
-	if sess == nil {
-		return nil, true
-	}
-	ref := m.From + "/" + m.Conn
-	sess.mu.Lock()
-	if sess.closed {
-		sess.mu.Unlock()
-		return nil, true
-	}
-	var rot *rotation
-	if m.Rot > 0 || !m.Follow {
-		rot = &rotation{n: m.Rot}
-	}
-	if m.Follow && sess.memberLocked(ref) == nil {
-		if e := sess.followLimitLocked(); e != nil {
-			sess.mu.Unlock()
-			return e, false
-		}
-	}
-	gone, ok := sess.admitLocked(ref, rot, m.Follow)
-	if !ok {
-		sess.removeLocked(ref, false)
-		sess.mu.Unlock()
-		s.sendReplace(sess.id, ref)
-		return nil, false
-	}
-	if m.Follow {
-		sess.followedLocked()
-	}
-	mem := sess.memberLocked(ref)
-	if mem == nil {
-		sess.claimGhostLocked(m.Seq)
-		mem = &member{ref: ref}
-		sess.members = append(sess.members, mem)
-	}
-	mem.holds = mem.holds || rot != nil
-	sess.detachedAt.Store(0)
-	sess.mu.Unlock()
-	s.closeReplaced(sess.id, gone)
-	return nil, false
-}
-
-// detachRemote forgets a member on another server that left (msgDetach).
-func (s *Server) detachRemote(m message) {
-	sess := s.lookup(m.Session)
-	if sess == nil {
-		return
-	}
-	sess.detach(m.From + "/" + m.Conn)
-	s.keepAttached(sess)
-}
-
 // keepAttached records one of the session's remaining members as its
 // connection in the store after another left, which may have marked the
 // session detached there: a session stays while anyone follows it.
@@ -265,57 +206,6 @@ func (s *Server) keepAttached(sess *session) {
 	defer cancel()
 	if _, _, err := cl.Attach(ctx, sess.id, ref, 0); err != nil {
 		s.log.Error("record the session's connection", "session", sess.id, "err", err)
-	}
-}
-
-// registerRemote tells the owner of c's session that c attached here,
-// resuming from lastSeq, as a follower when follow is set, holding the
-// token rotation numbered rot (0: none yet, or a follow by the follow
-// token). The owner's refusal (the cap) is the answer to a follow's first
-// attach, which waits for it; an attach with a rotation does not wait (a
-// resume proxied to a slow owner is not made slower): the owner closes it
-// where it is if it lost (attachRemote).
-func (c *conn) registerRemote(follow bool, lastSeq, rot uint64) *wsproto.Error {
-	s, cl := c.srv, c.srv.opts.Cluster
-	if !follow || rot > 0 {
-		ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
-		defer cancel()
-		b, _ := json.Marshal(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id, Conn: c.id,
-			Follow: follow, Seq: lastSeq, Rot: rot})
-		if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
-			s.log.Warn("tell the session's owner a connection attached", "session", c.remote.id, "err", err)
-		}
-		return nil
-	}
-	id := s.nextMsg.Add(1)
-	reply := make(chan message, 1)
-	s.mu.Lock()
-	s.replies[id] = reply
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.replies, id)
-		s.mu.Unlock()
-	}()
-	e, _, ok, _ := c.exchange(message{Kind: msgAttach, From: cl.Node(), Session: c.remote.id,
-		Conn: c.id, ID: id, Follow: follow, Seq: lastSeq}, reply)
-	if !ok {
-		// The owner did not answer (it may be dying): the attach stands
-		// without it; its acks register the connection wherever the
-		// session lives by then.
-		return nil
-	}
-	return e
-}
-
-// unregisterRemote tells the owner of c's session that c left.
-func (c *conn) unregisterRemote() {
-	s, cl := c.srv, c.srv.opts.Cluster
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	b, _ := json.Marshal(message{Kind: msgDetach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
-	if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {
-		s.log.Warn("tell the session's owner a connection left", "session", c.remote.id, "err", err)
 	}
 }
 

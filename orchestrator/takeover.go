@@ -1,0 +1,84 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/baton-run/baton/wsproto"
+)
+
+// A resume of a session this server does not hold, with a Cluster: the
+// decision between proxying it to its live owner (proxy.go) and taking it
+// over here (adopt.go), and the bound on every exchange with the store.
+
+// storeTimeout bounds one exchange with the cluster's store or another
+// server: a resume's lookups, a forwarded command and its reply.
+const storeTimeout = 5 * time.Second
+
+// resumeShared resumes a session this server does not hold: it proxies to
+// the session's owner when that one lives, or claims the session and
+// continues it here when it does not, or when the owner is this server,
+// which gave the session up or is adopting it (docs/scaling.md).
+func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
+	cl := s.opts.Cluster
+	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	defer cancel()
+	for try := 0; ; try++ {
+		rec, err := cl.Lookup(ctx, req.SessionID)
+		if errors.Is(err, ErrNoSession) {
+			return errRejected
+		}
+		if err != nil {
+			s.log.Error("resume: look the session up", "session", req.SessionID, "err", err)
+			return errStore
+		}
+		held := &session{tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash}
+		byFollow := req.Follow && rec.FollowHash != noHash && tokenMatches(rec.FollowHash, req.ResumeToken)
+		if (!byFollow && !held.tokenAccepted(req.ResumeToken)) || rec.Subject != c.subject {
+			return errRejected // another subject's session is as unknown as a wrong token
+		}
+		if expiredIn(rec, time.Now(), s.opts.SessionTTL) {
+			// Its client left longer than SessionTTL ago; its owner, if it
+			// lives, frees it at its next sweep.
+			return errRejected
+		}
+		// Ours, yet not in memory: the ring gave the session up while the
+		// store stalled (lost), or this server is adopting it right now.
+		// Either way it is adopted (or the adoption under way waited for),
+		// like a dead server's.
+		if rec.Owner != cl.Node() {
+			alive, err := cl.Alive(ctx, rec.Owner)
+			if err != nil {
+				s.log.Error("resume: check the owner", "session", req.SessionID, "owner", rec.Owner, "err", err)
+				return errStore
+			}
+			if alive {
+				return s.proxy(ctx, c, req, rec.Owner, byFollow)
+			}
+		}
+		// The takeover's own deadline: it may wait TakeoverWait for a slot
+		// before its exchanges with the store.
+		actx, acancel := context.WithTimeout(s.ctx, s.opts.TakeoverWait+storeTimeout)
+		_, err = s.adoptShared(actx, req.SessionID, rec.Owner)
+		acancel()
+		if err != nil {
+			if try == 0 && errors.Is(err, errClaimLost) {
+				continue // another server took it first: it is the owner now
+			}
+			if errors.Is(err, ErrNoSession) {
+				return errRejected // gone, or expired, as it was taken over
+			}
+			if errors.Is(err, errAdoptBusy) {
+				s.log.Debug("resume: no takeover slot; answered busy", "session", req.SessionID)
+				return s.adoptBusy()
+			}
+			s.log.Error("resume: take the session over", "session", req.SessionID, "err", err)
+			return errStore
+		}
+		return s.resume(c, req) // held here now
+	}
+}
+
+var errStore = &wsproto.Error{Code: wsproto.CodeInternal, RefType: wsproto.EventUserReconnect,
+	Message: "the session store did not answer; resume again"}
