@@ -41,6 +41,7 @@
 // task from its last journaled round of the agent loop, repeating no model
 // reply and no tool result that came back (journal.go). When the Cluster
 // says this server's lease may have lapsed (LeaseWatcher), it gives every
-// session up, so that no run goes on here while another server continues
-// it (fence.go).
+// session up, and a takeover under way starts no run unless the lease has
+// held since before its claim, so that no run goes on here while another
+// server continues it (fence.go).
 package orchestrator
