@@ -81,6 +81,11 @@ func (s *Server) adopt(ctx context.Context) {
 		switch {
 		case errors.Is(err, errAdoptBusy):
 			return // resumes are taking them over: the rest at the next hunt
+		case errors.Is(err, errLeaseLapsed):
+			// Nothing adopted while the lease lapses: the rest at the next
+			// hunt, here if it holds again, or by another server.
+			s.log.Debug("orphaned runs left: this server's lease lapsed", "session", o.Session, "from", o.Node)
+			return
 		case err == nil, errors.Is(err, errClaimLost):
 		case errors.Is(err, ErrNoSession):
 			// Claim forgot the run: no server tries it again.
@@ -112,8 +117,19 @@ func (s *Server) touch(ctx context.Context) {
 // which gave it up: adopt.go) and continues it here from the store: its
 // ring, its state and, from its checkpoint, its run. Call it through
 // adoptShared, which runs one at a time per session.
+//
+// It claims only while this server's lease is held, and starts the run
+// only if the lease has not lapsed since (fence.go): else it fails with
+// errLeaseLapsed, the session left unregistered and its ring closed
+// unwritten — owned here in the store, in this server's runs, to be
+// continued by whichever server adopts it next: this one's hunt once the
+// lease holds again, or another's that found it lapsed.
 func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error) {
 	cl := s.opts.Cluster
+	term, err := s.currentTerm()
+	if err != nil {
+		return nil, fmt.Errorf("take %s over: %w", id, err)
+	}
 	won, err := cl.Claim(ctx, id, from)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", id, err)
@@ -166,9 +182,13 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 	sess, err := s.restore(ctx, id, op.Record, op.Ring, data, tail, func(sess *session) {
 		sess.shared = op.Ring
 		late.Store(sess)
-	})
+	}, func() error { return s.admitLocked(term) })
 	if err != nil {
+		late.Store(nil) // nothing to report to: the ring closes unwritten
 		closeRing(op.Ring, s)
+		if errors.Is(err, errLeaseLapsed) {
+			s.log.Warn("takeover abandoned: this server's lease lapsed during it", "session", id, "from", from, "err", err)
+		}
 		return nil, err
 	}
 	s.log.Info("session taken over", "session", id, "from", from, "checkpoint_seq", op.CheckpointSeq)

@@ -54,16 +54,20 @@ var (
 // sessions move between servers through a Cluster, whose store keeps
 // their subject.
 func (s *Server) Restore(ctx context.Context, id, token string, ring buffer.Ring, data []byte, tail []buffer.Entry) error {
-	_, err := s.restore(ctx, id, Record{TokenHash: sha256.Sum256([]byte(token))}, ring, data, tail, nil)
+	_, err := s.restore(ctx, id, Record{TokenHash: sha256.Sum256([]byte(token))}, ring, data, tail, nil, nil)
 	return err
 }
 
 // restore is Restore with the session's record as a store keeps it (the
 // token's hash and the subject); data nil is a session that never had a
 // checkpoint. bind, when not nil, is called with the session before it is
-// registered and its run goes on.
+// registered and its run goes on. admit, when not nil, is called under
+// s.mu right before the session is registered: an error it returns is
+// restore's, and nothing is registered nor started — a takeover's lease
+// check (fence.go), made in the step that registers the session and
+// starts its run.
 func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer.Ring, data []byte,
-	tail []buffer.Entry, bind func(*session)) (*session, error) {
+	tail []buffer.Entry, bind func(*session), admit func() error) (*session, error) {
 	cp := checkpoint{Version: checkpointVersion}
 	if data != nil {
 		if err := json.Unmarshal(data, &cp); err != nil {
@@ -106,15 +110,27 @@ func (s *Server) restore(ctx context.Context, id string, rec Record, ring buffer
 	if bind != nil {
 		bind(sess)
 	}
+	// discard drops the session unregistered: its run, never started, is
+	// cancelled with it.
+	discard := func(err error) (*session, error) {
+		if r != nil {
+			r.cancel(err)
+		}
+		sess.cancel()
+		return nil, fmt.Errorf("restore session %s: %w", id, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		sess.cancel()
-		return nil, fmt.Errorf("restore session %s: %w", id, ErrServerClosed)
+		return discard(ErrServerClosed)
 	case s.sessions[id] != nil:
-		sess.cancel()
-		return nil, fmt.Errorf("restore session %s: %w", id, ErrSessionExists)
+		return discard(ErrSessionExists)
+	}
+	if admit != nil {
+		if err := admit(); err != nil {
+			return discard(err)
+		}
 	}
 	s.sessions[id] = sess // counted, never refused: the session exists (sessioncap.go)
 	s.ownLocked(sess.owner)

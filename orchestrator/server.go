@@ -255,8 +255,12 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu       sync.Mutex // guards sessions, owned, making, conns, closed, replies, adoptions
+	mu       sync.Mutex // guards sessions, owned, making, conns, closed, replies, adoptions, leaseTerm
 	sessions map[string]*session
+	// leaseTerm counts the lapses of this server's lease that fenceOnLapse
+	// has handled: an adoption starts no run in a later term than the one
+	// it claimed in (fence.go).
+	leaseTerm uint64
 	// owned counts the sessions held and being made by owner (ownerKey),
 	// making those being made: what the session caps are checked against
 	// (sessioncap.go).

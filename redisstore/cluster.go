@@ -62,6 +62,8 @@ type ClusterOptions struct {
 	// failover client of its own, which follows the master through a
 	// failover as rdb does. Nil (the default) for a single server.
 	Failover *redis.FailoverOptions
+	// RenewHook is a test seam: NodeOptions.RenewHook. Defaults to nil.
+	RenewHook func(ctx context.Context) error
 }
 
 // NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
@@ -79,7 +81,8 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 		return nil, err
 	}
 	lease := ownClient(rdb, opt.Failover, 2, true)
-	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas, LeaseClient: lease})
+	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas, LeaseClient: lease,
+		RenewHook: opt.RenewHook})
 	if err != nil {
 		store.Close()
 		tails.Close()
@@ -267,7 +270,9 @@ func (cl *Cluster) Receive(ctx context.Context, fn func([]byte)) error {
 
 func (cl *Cluster) Leave(ctx context.Context) error { return cl.node.Leave(ctx) }
 
-// Lapses implements orchestrator.LeaseWatcher: Node.Lapses.
+// Lapses and LeaseHeld implement orchestrator.LeaseWatcher: Node.Lapses
+// and Node.Held.
 func (cl *Cluster) Lapses() <-chan struct{} { return cl.node.Lapses() }
+func (cl *Cluster) LeaseHeld() bool         { return cl.node.Held() }
 
 var _ orchestrator.LeaseWatcher = (*Cluster)(nil)

@@ -37,6 +37,9 @@ type Node struct {
 	renewed chan struct{}
 	lapses  chan struct{}
 
+	// renewHook is NodeOptions.RenewHook.
+	renewHook func(context.Context) error
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -70,6 +73,12 @@ type NodeOptions struct {
 	// pool for seconds, longer than the lease lasts. Nil: the renewals
 	// share rdb.
 	LeaseClient redis.UniversalClient
+	// RenewHook is a test seam: when set, it is called before each
+	// renewal of the lease after Join's first, and an error it returns
+	// fails that renewal as a Redis that does not answer would. A test
+	// lapses the node's lease with it, in this node's view and in
+	// Redis's, while the node's other traffic flows. Defaults to nil.
+	RenewHook func(ctx context.Context) error
 }
 
 // Join announces a server in the cluster and keeps it alive until Leave.
@@ -82,7 +91,7 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 		lease = rdb
 	}
 	n := &Node{rdb: rdb, lease: lease, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, hold: noHold}, stop: make(chan struct{}),
-		renewed: make(chan struct{}, 1), lapses: make(chan struct{}, 1)}
+		renewed: make(chan struct{}, 1), lapses: make(chan struct{}, 1), renewHook: opt.RenewHook}
 	n.sub = rdb.Subscribe(ctx, channel(id))
 	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
 		n.sub.Close()
@@ -193,12 +202,22 @@ func (n *Node) heartbeat() {
 				// Past holds(began) its success would come too late to count.
 				ctx, cancel := context.WithDeadline(context.Background(), n.holds(began))
 				defer cancel()
-				if n.renew(ctx) == nil { // a miss: the next tick's renewal may make it
+				if n.renewAgain(ctx) == nil { // a miss: the next tick's renewal may make it
 					n.renewedAt(n.holds(began))
 				}
 			}()
 		}
 	}
+}
+
+// renewAgain is a renewal after the first: renew, unless RenewHook fails it.
+func (n *Node) renewAgain(ctx context.Context) error {
+	if h := n.renewHook; h != nil {
+		if err := h(ctx); err != nil {
+			return fmt.Errorf("renew the lease: %w", err)
+		}
+	}
+	return n.renew(ctx)
 }
 
 // renewedAt records that the lease is held until held, unless a later
@@ -257,6 +276,17 @@ func (n *Node) watch(held time.Time) {
 // its runs over, and its own writes are refused once they have (fencing),
 // but what its runs do outside Redis — tool calls — only it can stop.
 func (n *Node) Lapses() <-chan struct{} { return n.lapses }
+
+// Held reports whether this node holds its lease for sure now: the hold
+// of its latest successful renewal (holds) has not run out. It turns
+// false when a lapse is due to be told (Lapses), and true again once a
+// renewal succeeds — which does not undo what the lapse allowed: the
+// others may have taken this node's runs over meanwhile.
+func (n *Node) Held() bool {
+	n.heldMu.Lock()
+	defer n.heldMu.Unlock()
+	return time.Now().Before(n.held)
+}
 
 // Alive reports whether node is alive: its lease (liveness key) is there.
 // Its channel's subscriber is no sign either way: go-redis resubscribes
