@@ -55,6 +55,9 @@ type watching struct {
 }
 
 func (w *watching) Lapses() <-chan struct{} { return w.lw.Lapses() }
+func (w *watching) LeaseHeld() bool         { return w.lw.LeaseHeld() }
+
+var _ orchestrator.LeaseWatcher = (*watching)(nil)
 
 func (h *hooked) around(c Call) func() {
 	c.Label = h.label
