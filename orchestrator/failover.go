@@ -182,7 +182,7 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 	sess, err := s.restore(ctx, id, op.Record, op.Ring, data, tail, func(sess *session) {
 		sess.shared = op.Ring
 		late.Store(sess)
-	}, func() error { return s.admitLocked(term) })
+	}, func() error { return s.termHoldsLocked(term) })
 	if err != nil {
 		late.Store(nil) // nothing to report to: the ring closes unwritten
 		closeRing(op.Ring, s)

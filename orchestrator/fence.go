@@ -11,7 +11,7 @@ import (
 //   - This server's own, for what it holds or is about to start: when its
 //     lease may have lapsed, fenceOnLapse stops every run it holds, and no
 //     adoption starts a run unless the lease has been held all along
-//     since before its claim (currentTerm, admitLocked). It covers the
+//     since before its claim (currentTerm, termHoldsLocked). It covers the
 //     time between the lapse and another server's claim, while the store
 //     still takes this server's writes — and tool calls, which the store
 //     cannot stop.
@@ -47,7 +47,7 @@ var errLeaseLapsed = errors.New("this server's lease in the store may have lapse
 // would run its tools twice. The lease's term ends in the same step
 // (under s.mu), so that an adoption under way either registered its
 // session before — and it is given up here — or finds the term over and
-// abandons it (admitLocked).
+// abandons it (termHoldsLocked).
 func (s *Server) fenceOnLapse(lapses <-chan struct{}) {
 	defer s.janitorWG.Done()
 	for {
@@ -83,13 +83,13 @@ func (s *Server) currentTerm() (uint64, error) {
 	return s.leaseTerm, nil
 }
 
-// admitLocked reports, under s.mu, whether an adoption that began in term
+// termHoldsLocked reports, under s.mu, whether an adoption that began in term
 // may register its session and start its run: the lease has not lapsed
 // since (the term is the same: a lapse that healed meanwhile still ends
 // it, as another server may have claimed the session while it lasted)
 // and is held now (a lapse due and not handled yet). Else it returns
 // errLeaseLapsed, and the adoption gives the session up unstarted.
-func (s *Server) admitLocked(term uint64) error {
+func (s *Server) termHoldsLocked(term uint64) error {
 	if s.leaseTerm != term {
 		return fmt.Errorf("the lease lapsed during the adoption: %w", errLeaseLapsed)
 	}

@@ -84,7 +84,7 @@ func TestLeaseFence(t *testing.T) {
 			}
 			cl.held.Store(tt.heldAtAdmit)
 			s.mu.Lock()
-			err = s.admitLocked(term)
+			err = s.termHoldsLocked(term)
 			s.mu.Unlock()
 			if starts := err == nil; starts != tt.starts {
 				t.Fatalf("starts: %v (%v), want %v", starts, err, tt.starts)
@@ -105,7 +105,7 @@ func TestLeaseFenceNoWatcher(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admitLocked(term); err != nil {
+	if err := s.termHoldsLocked(term); err != nil {
 		t.Fatal(err)
 	}
 }
