@@ -80,8 +80,13 @@ func TestFileLimit(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer cmd.Wait()
-			defer stdin.Close()
+			waited := false
+			defer func() {
+				stdin.Close()
+				if !waited {
+					cmd.Wait()
+				}
+			}()
 			out := bufio.NewScanner(stdout)
 			if !out.Scan() {
 				t.Fatal("the helper did not start")
@@ -150,6 +155,10 @@ func TestFileLimit(t *testing.T) {
 			if !out.Scan() {
 				t.Fatalf("no stats from the helper; its stderr: %s", stderr.String())
 			}
+			waited = true
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("the helper: %v; its stderr: %s", err, stderr.String())
+			}
 			var outOfFiles, shed int
 			fmt.Sscanf(out.Text(), "out_of_files=%d shed=%d", &outOfFiles, &shed)
 			t.Logf("accepts out of files: %d; shed on the spare: %d", outOfFiles, shed)
@@ -164,9 +173,4 @@ func TestFileLimit(t *testing.T) {
 			}
 		})
 	}
-}
-
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
 }

@@ -208,6 +208,7 @@ func TestRefusedHeldBriefly(t *testing.T) {
 	for range 2 { // answered, then held until the timeout: they never close
 		c := dialFrom(t, addr, "")
 		c.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		if b, err := io.ReadAll(c); err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 503 Service Unavailable\r\n") {
 			t.Fatalf("refused: %q %v", b, err)
 		}
@@ -217,11 +218,9 @@ func TestRefusedHeldBriefly(t *testing.T) {
 	answered := func() bool {
 		c := dialFrom(t, addr, "")
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		b, err := io.ReadAll(c)
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		b, _ := io.ReadAll(c) // unanswered, its request unread: reset, or closed
 		c.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		return len(b) > 0
 	}
 	if answered() && time.Since(began) < timeout {
@@ -237,10 +236,16 @@ func TestRefusedHeldBriefly(t *testing.T) {
 	}
 	held := dialFrom(t, addr, "")
 	held.SetDeadline(time.Now().Add(5 * time.Second))
+	io.WriteString(held, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if line, err := held.br.ReadString('\n'); err != nil || !strings.Contains(line, "503") {
 		t.Fatalf("refused: %q %v", line, err)
 	}
-	l.Close() // before its timeout: Close ends it
+	mute := dialFrom(t, addr, "") // sends no request: closed unanswered at the timeout
+	mute.SetDeadline(time.Now().Add(5 * time.Second))
+	l.Close() // before its timeout: Close ends it, and the mute one
+	if b, err := io.ReadAll(mute); len(b) != 0 || isTimeout(err) {
+		t.Fatalf("a refused client that sent nothing: %q %v, want it closed unanswered", b, err)
+	}
 	if _, err := io.ReadAll(held.br); err != nil {
 		t.Fatalf("after Close: %v", err)
 	}
@@ -319,4 +324,9 @@ func TestConnsForFileLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
 }

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -51,12 +52,18 @@ func (l *Listener) refuse(nc net.Conn, status int) {
 	}()
 }
 
-// answer writes the refusal within RefuseTimeout, ends the sending side,
-// and reads what the client sent until it closes: closing a socket with
-// unread bytes resets the connection, and a reset can reach the client
-// before it has read the answer.
+// answer reads the request's head, writes the refusal, ends the sending
+// side and reads what else the client sends until it closes, all within
+// RefuseTimeout. The head first: a client that finds an answer waiting
+// before it has sent its request takes it for a stray (Go's
+// http.Transport does) and fails without its status. The rest after:
+// closing a socket with unread bytes resets the connection, and a reset
+// can reach the client before it has read the answer.
 func (l *Listener) answer(nc net.Conn, status int) {
 	nc.SetDeadline(time.Now().Add(l.opts.RefuseTimeout))
+	if !readHead(nc) {
+		return
+	}
 	if _, err := nc.Write(refusal(status, l.opts.RetryAfter)); err != nil {
 		return
 	}
@@ -64,6 +71,31 @@ func (l *Listener) answer(nc net.Conn, status int) {
 		cw.CloseWrite()
 	}
 	io.Copy(io.Discard, io.LimitReader(nc, maxRefusedRead))
+}
+
+// maxRefusedHead bounds the request head a refused connection's answer
+// waits for: past it, the answer is written anyway.
+const maxRefusedHead = 16 << 10
+
+// readHead reads r up to the blank line that ends a request's head, or
+// maxRefusedHead bytes; it reports false if the connection ended (or its
+// deadline passed) first.
+func readHead(r io.Reader) bool {
+	var tail []byte // the last bytes read, where an end split between reads begins
+	chunk := make([]byte, 1024)
+	for read := 0; read < maxRefusedHead; {
+		n, err := r.Read(chunk)
+		read += n
+		tail = append(tail, chunk[:n]...)
+		if bytes.Contains(tail, []byte("\r\n\r\n")) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		tail = tail[max(0, len(tail)-3):]
+	}
+	return true
 }
 
 // shedWriteTimeout bounds the answer to a connection taken on the spare
