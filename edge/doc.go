@@ -9,8 +9,11 @@
 // from its accept to its Close, by its peer's address ([AddrKey]: an IPv4
 // address, an IPv6 /64), and in total. A connection beyond
 // ListenOptions.MaxConnsPerIP is answered a minimal 429, beyond
-// ListenOptions.MaxConns a 503, both with a Retry-After, before any byte
-// of it is read as HTTP, and closed; no http.Server ever sees it. When the
+// ListenOptions.MaxConns a 503, both with a Retry-After, once its request
+// head has arrived (a client may not read an answer sent before its
+// request), and closed; no http.Server ever sees it. At most MaxRefusing
+// refusals are answered at once, a few seconds each at most; beyond, a
+// refused connection is closed unanswered. When the
 // process is out of file descriptors anyway (EMFILE, ENFILE), the listener
 // frees a spare descriptor it holds, accepts the pending connection,
 // answers it 503 and closes it, then takes the spare again: the kernel's
@@ -19,8 +22,8 @@
 // opens, so the spare is the exception.
 //
 // What a connection may take to send a request, and to send the next, are
-// the http.Server's ReadTimeout and IdleTimeout (cmd/baton sets them): net/http
-// clears the read deadline once a request body has been read to its end
+// the http.Server's ReadTimeout and IdleTimeout (cmd/baton sets them):
+// net/http clears the read deadline once a request body has been read to its end
 // and when a connection is hijacked, so neither cuts a server-sent-events
 // stream or a WebSocket.
 //
