@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/time/rate"
 
+	"github.com/baton-run/baton/edge"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -80,24 +80,9 @@ func clientIP(r *http.Request) string {
 	return addrKey(host)
 }
 
-// addrKey is the key of a client address for the per-address limits: an
-// IPv4 address itself, an IPv6 address its /64 — the least a subscriber
-// is given, so one of them holds a whole /64 and could otherwise take a
-// fresh address for every connection — and an IPv4-mapped IPv6 address
-// its IPv4 one. The zone is dropped. What does not parse as an address is
-// its own key.
-func addrKey(host string) string {
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	a = a.WithZone("").Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	p, _ := a.Prefix(64) // never fails for IPv6
-	return p.String()
-}
+// addrKey is the key of a client address for the per-address limits:
+// edge.AddrKey, an IPv4 address or an IPv6 /64, the one rule for it.
+func addrKey(host string) string { return edge.AddrKey(host) }
 
 // abuseWindow is how long refused frames are counted for: more than
 // RateBurst of them within it close the connection with 1008.

@@ -76,7 +76,11 @@ type Options struct {
 	RateBurst int
 	// MaxConnsPerIP is the most connections one client address (an IPv6
 	// /64: addrKey) may have open; more are refused with 429 before the
-	// upgrade. Defaults to 0: no limit.
+	// upgrade. Leave it 0 behind an edge.Listener that counts every TCP
+	// connection (cmd/baton does): a WebSocket would count twice, and the
+	// in-process connections of agui and myagent, which carry their
+	// client's address, once more besides their client's own. Defaults
+	// to 0: no limit.
 	MaxConnsPerIP int
 	// MaxSessions is the most sessions this server holds;
 	// MaxSessionsPerSubject the most one authenticated subject holds on

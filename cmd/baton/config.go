@@ -35,6 +35,7 @@ type config struct {
 	agent          agentConfig
 	auth           authConfig
 	myagent        myagentConfig
+	edge           edgeConfig
 	showVersion    bool     // --version: print it and exit
 	envNames       []string // the BATON_* variables the flags are read from
 
@@ -109,7 +110,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&o.PongTimeout, "pong-timeout", 10*time.Second, "how long a ping waits for its pong before the connection is dropped")
 	fs.IntVar(&o.RateLimit, "rate-limit", 20, "client frames a second one connection may send on average; more are refused with rate_limited, and sustained, closed with 1008 (0: no limit)")
 	fs.IntVar(&o.RateBurst, "rate-burst", 0, "client frames one connection may send at once above --rate-limit (0: twice --rate-limit)")
-	fs.IntVar(&o.MaxConnsPerIP, "max-conns-per-ip", 100, "most open connections from one client IP (an IPv6 /64); more are refused with 429 (0: no limit)")
 	fs.IntVar(&o.MaxSessions, "max-sessions", 10000, "most sessions this server holds; a new connection beyond it may only resume a session, else it is closed with 4029 (0: no limit)")
 	fs.IntVar(&o.MaxSessionsPerSubject, "max-sessions-per-subject", 50, "most sessions one authenticated subject holds on this server; beyond it as --max-sessions (0: no limit)")
 	fs.IntVar(&o.MaxSessionsPerIP, "max-sessions-per-ip", 200, "most sessions the anonymous clients of one IP (an IPv6 /64) hold on this server; beyond it as --max-sessions (0: no limit)")
@@ -131,6 +131,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	agentFlags(fs, &o.Loop, &c.agent)
 	authFlags(fs, &c.auth, &o.Budget)
 	myagentFlags(fs, &c.myagent)
+	edgeFlags(fs, &c.edge)
 
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -244,7 +245,7 @@ func (c *config) check(fs *flag.FlagSet) error {
 		return fmt.Errorf("%s: must be at least %d (got %d)", c.src("max-result-bytes"), minResultBytes, n)
 	}
 	for _, name := range []string{"session-ttl", "idle-session-ttl", "confirm-timeout", "ping-interval", "pong-timeout", "task-timeout", "retry-base", "sim-delay", "tool-timeout", "drain-timeout",
-		"redis-give-up", "lease-ttl"} {
+		"redis-give-up", "lease-ttl", "body-timeout", "idle-timeout"} {
 		d := get(fs, name).(time.Duration)
 		zeroOK := name == "sim-delay" || name == "drain-timeout"
 		switch {
@@ -287,6 +288,9 @@ func (c *config) check(fs *flag.FlagSet) error {
 	if err := c.myagent.check(c.src); err != nil {
 		return err
 	}
+	if err := c.edge.check(c.src); err != nil {
+		return err
+	}
 	return c.checkAuth()
 }
 
@@ -303,30 +307,11 @@ const minResultBytes = 1024
 // Origin's host — with its port when the Origin has one — so a pattern is
 // a host[:port] glob: no scheme, no path.
 func originPatterns(list string) ([]string, error) {
-	if strings.TrimSpace(list) == "" {
-		return nil, nil
-	}
-	const form = "a pattern is a host with its port when the page has one, e.g. app.example.com, localhost:3000, *.example.com"
-	var out []string
-	for i, p := range strings.Split(list, ",") {
-		p = strings.TrimSpace(p)
-		switch {
-		case p == "":
-			return nil, fmt.Errorf("entry %d of %q is empty (a stray comma?)", i+1, list)
-		case strings.Contains(p, "://"):
-			return nil, fmt.Errorf("pattern %q has a scheme; %s", p, form)
-		case strings.Contains(p, "/"):
-			return nil, fmt.Errorf("pattern %q has a path; %s", p, form)
-		case strings.ContainsAny(p, " \t"):
-			return nil, fmt.Errorf("pattern %q contains a space; separate patterns with commas", p)
-		}
-		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("pattern %q is not valid path.Match syntax (*, ?, [a-z], \\ escapes): %w", p, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return hostPatterns(list, "a pattern is a host with its port when the page has one, e.g. app.example.com, localhost:3000, *.example.com")
 }
+
+// pathMatch checks pattern's syntax as path.Match does.
+func pathMatch(pattern string) (bool, error) { return path.Match(pattern, "") }
 
 // reported wraps a flag's value so that a command-line value that does not
 // parse is reported once, naming the flag and the form expected.

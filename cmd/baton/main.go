@@ -225,14 +225,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if wrap, ok := ctx.Value(wrapHandlerKey{}).(func(http.Handler) http.Handler); ok {
 		handler = wrap(handler)
 	}
+	handler = checkHosts(handler, c, log) // before any upgrade, stream or run
+	// ReadTimeout bounds a request and its body; net/http clears the
+	// deadline once the body has been read to its end and when it hands a
+	// connection to a WebSocket, so it cuts neither a stream nor a
+	// WebSocket. IdleTimeout applies between requests only.
 	srv := &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, c.edge.bodyTimeout),
+		ReadTimeout:       c.edge.bodyTimeout,
+		IdleTimeout:       c.edge.idleTimeout,
 		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(func() { ag.Close() })
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	el := listenEdge(ln, c, log)
+	go func() { served <- srv.Serve(el) }()
 	if c.debugAddr != "" {
 		dln, err := net.Listen("tcp", c.debugAddr)
 		if err != nil {
