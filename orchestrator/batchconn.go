@@ -131,6 +131,49 @@ func (b *batchConn) writeLocked(p []byte) (int, error) {
 	return n, err
 }
 
+// lingerTimeout bounds how long Close waits for the client to stop
+// sending, and lingerIdle how long it waits for the client's next bytes:
+// a client that sends nothing (one gone silent, the usual reason to close)
+// costs lingerIdle, not lingerTimeout.
+const (
+	lingerTimeout = time.Second
+	lingerIdle    = 50 * time.Millisecond
+)
+
+// Close closes the connection once the client has stopped sending (its
+// FIN, or lingerIdle without a byte), lingerTimeout at most: the server's
+// side is half-closed first and what arrives meanwhile is read and
+// dropped. A socket closed with bytes unread is reset (RST), and the
+// client's stack may then drop the close frame it had been sent before the
+// reset: a client still writing — the rest of a frame too large (1009),
+// frames past the rate limit — would see a reset where the contract
+// promises a close code. A connection broken by a failed write
+// (breakLocked) is closed already, at once.
+func (b *batchConn) Close() error {
+	if cw, ok := b.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		b.drain()
+	}
+	return b.Conn.Close()
+}
+
+// drain reads and drops what the client sends until it stops (Close).
+func (b *batchConn) drain() {
+	end := time.Now().Add(lingerTimeout)
+	buf := make([]byte, 4<<10)
+	for {
+		next := time.Now().Add(lingerIdle)
+		if next.After(end) {
+			next = end
+		}
+		if b.Conn.SetReadDeadline(next) != nil {
+			return
+		}
+		if _, err := b.Conn.Read(buf); err != nil {
+			return // EOF, the deadline, or a reset
+		}
+	}
+}
+
 // breakLocked ends the connection after the write that failed with err:
 // no frame may follow a part of one, and the close handshake is a frame
 // too, so the socket is closed without one.

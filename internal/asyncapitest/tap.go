@@ -109,6 +109,15 @@ type recorder struct {
 	out   bytes.Buffer // server → client
 }
 
+// CloseWrite half-closes the connection under r, as the server's own
+// connection does (a lingering close waits for the client's FIN).
+func (r *recorder) CloseWrite() error {
+	if cw, ok := r.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 func (r *recorder) Read(p []byte) (int, error) {
 	r.mu.Lock()
 	if len(r.early) > 0 {
