@@ -70,7 +70,10 @@ type Conn struct {
 }
 
 // Dial opens a connection to url (ws://HOST:PORT/PATH) and fails t if it
-// cannot. The connection is closed when the test ends.
+// cannot. The connection is closed when the test ends, by a t.Cleanup:
+// after the test function's defers, so a test server stopped with defer
+// would wait for it (httptest.Server.Close waits for its handlers). Stop
+// the server in a Cleanup registered before the dial.
 func Dial(t testing.TB, url string, opts *Options) *Conn {
 	t.Helper()
 	c, resp, err := TryDial(t, url, opts)
