@@ -8,11 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
-
-	"github.com/coder/websocket"
 
 	"github.com/baton-run/baton/auth"
+	"github.com/baton-run/baton/internal/wstest"
 )
 
 // TestAuthenticateBeforeUpgrade: a handshake Authenticate refuses is
@@ -34,12 +32,10 @@ func TestAuthenticateBeforeUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close(context.Background())
+	t.Cleanup(func() { srv.Close(context.Background()) }) // after the connections' cleanups
 	hs := httptest.NewServer(srv)
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	url := "ws" + hs.URL[len("http"):]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 
 	tests := []struct {
 		name, header, challenge string
@@ -53,9 +49,9 @@ func TestAuthenticateBeforeUpgrade(t *testing.T) {
 			if tt.header != "" {
 				h.Set("Authorization", tt.header)
 			}
-			ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+			c, resp, err := wstest.TryDial(t, url, &wstest.Options{HTTPHeader: h})
 			if err == nil {
-				ws.CloseNow()
+				c.WS().CloseNow()
 				t.Fatal("upgraded")
 			}
 			if resp == nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != tt.challenge {
@@ -67,14 +63,8 @@ func TestAuthenticateBeforeUpgrade(t *testing.T) {
 		})
 	}
 
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	if _, _, err := ws.Read(ctx); err != nil { // system.connected: the session exists
-		t.Fatal(err)
-	}
+	// system.connected: the session exists
+	wstest.Connect(t, url, &wstest.Options{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
 	srv.mu.Lock()
 	var subjects []string
 	for _, sess := range srv.sessions {

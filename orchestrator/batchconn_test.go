@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -146,12 +146,12 @@ func TestReplayBatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close(context.Background())
+	t.Cleanup(func() { srv.Close(context.Background()) }) // after the connection's cleanup
 	var writes atomic.Int64
 	hs := httptest.NewUnstartedServer(srv)
 	hs.Listener = countingListener{hs.Listener, &writes}
 	hs.Start()
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 
 	old, token, _ := srv.newSession(context.Background(), "")
 	for range 1000 {
@@ -163,26 +163,16 @@ func TestReplayBatched(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(1 << 20)
-	if _, _, err := ws.Read(ctx); err != nil { // the fresh session's system.connected
-		t.Fatal(err)
-	}
+	c := wstest.Dial(t, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	c.Expect(wsproto.EventConnected) // the fresh session's
 	before := writes.Load()
-	reconnect, _ := json.Marshal(map[string]any{"event": wsproto.EventUserReconnect,
-		"metadata": map[string]any{"session_id": old.id, "resume_token": token, "last_seq": 0}})
-	if err := ws.Write(ctx, websocket.MessageText, reconnect); err != nil {
-		t.Fatal(err)
-	}
-	if _, data, err := ws.Read(ctx); err != nil || !bytes.Contains(data, []byte(`"resumed":true`)) {
-		t.Fatalf("resume answered %s, %v", data, err)
+	c.Send(wsproto.EventUserReconnect, map[string]any{"session_id": old.id, "resume_token": token, "last_seq": 0})
+	var hello wsproto.Connected
+	if c.ExpectMeta(wsproto.EventConnected, &hello); !hello.Resumed {
+		t.Fatalf("resume answered %+v", hello)
 	}
 	for i, e := range want {
-		_, data, err := ws.Read(ctx)
+		data, err := c.ReadRaw(ctx)
 		if err != nil {
 			t.Fatalf("frame %d: %v", i+1, err)
 		}
@@ -195,11 +185,11 @@ func TestReplayBatched(t *testing.T) {
 	}
 
 	old.mu.Lock()
-	c := old.members[0].c
+	member := old.members[0].c
 	old.mu.Unlock()
-	c.closeFlushed(websocket.StatusServiceRestart, "bye")
-	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
-		t.Fatalf("after the replay: %v, want a close with 1012", err)
+	member.closeFlushed(websocket.StatusServiceRestart, "bye")
+	if f, err := c.Read(ctx); websocket.CloseStatus(err) != websocket.StatusServiceRestart {
+		t.Fatalf("after the replay: %s %v, want a close with 1012", f.Event, err)
 	}
 }
 

@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -69,12 +68,12 @@ func TestBrokenWriteEndsStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close(context.Background())
+	t.Cleanup(func() { srv.Close(context.Background()) }) // after the connection's cleanup
 	hs := httptest.NewUnstartedServer(srv)
 	fl := &failListener{Listener: hs.Listener, failed: make(chan struct{})}
 	hs.Listener = fl
 	hs.Start()
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 
 	// 1,000 events of 16 KiB: far more than the two sockets' buffers hold.
 	old, token, _ := srv.newSession(context.Background(), "")
@@ -150,27 +149,12 @@ func TestBrokenWriteEndsStream(t *testing.T) {
 	}
 
 	// The session is kept: a resume from the last whole frame gets the rest.
-	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(1 << 20)
-	if _, _, err := ws.Read(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reconnect, _ = json.Marshal(map[string]any{"event": wsproto.EventUserReconnect,
-		"metadata": map[string]any{"session_id": old.id, "resume_token": token, "last_seq": last}})
-	if err := ws.Write(ctx, websocket.MessageText, reconnect); err != nil {
-		t.Fatal(err)
-	}
-	_, data, err := ws.Read(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hello struct{ Metadata wsproto.Connected }
-	if err := json.Unmarshal(data, &hello); err != nil || !hello.Metadata.Resumed || hello.Metadata.Replayed == nil || *hello.Metadata.Replayed != int(1000-last) {
-		t.Fatalf("the resume from seq %d answered %.200s (%v); want %d replayed", last, data, err, 1000-last)
+	c := wstest.Dial(t, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	c.Expect(wsproto.EventConnected)
+	c.Send(wsproto.EventUserReconnect, map[string]any{"session_id": old.id, "resume_token": token, "last_seq": last})
+	var hello wsproto.Connected
+	if f := c.ExpectMeta(wsproto.EventConnected, &hello); !hello.Resumed || hello.Replayed == nil || *hello.Replayed != int(1000-last) {
+		t.Fatalf("the resume from seq %d answered %.200s; want %d replayed", last, f.Metadata, 1000-last)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -110,34 +111,23 @@ func TestAdmitUpgrade(t *testing.T) {
 				t.Fatal(err)
 			}
 			hs := httptest.NewServer(srv)
-			defer func() { hs.Close(); srv.Close(context.Background()) }()
+			t.Cleanup(func() { hs.Close(); srv.Close(context.Background()) }) // after the connections' cleanups
 			url := "ws" + hs.URL[len("http"):]
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
 			for range tt.open {
-				ws, _, err := websocket.Dial(ctx, url, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ws.CloseNow()
-				if _, _, err := ws.Read(ctx); err != nil { // system.connected: the session is made
-					t.Fatal(err)
-				}
+				wstest.Connect(t, url, nil) // system.connected: the session is made
 			}
-			ws, resp, err := websocket.Dial(ctx, url, nil)
+			c, resp, err := wstest.TryDial(t, url, nil)
 			if err == nil {
 				// Upgraded: its session is made, or provisional, before
 				// system.connected.
-				if _, _, err := ws.Read(ctx); err != nil {
-					t.Fatal(err)
-				}
+				c.Expect(wsproto.EventConnected)
 				if tt.provisional {
-					ws.Write(ctx, websocket.MessageText, []byte(`{"event":"user.ack","metadata":{"last_seq":0}}`))
-					if _, b, err := ws.Read(ctx); websocket.CloseStatus(err) != wsproto.CloseTooManySessions {
-						t.Errorf("after a frame other than a resume: %.100s %v, want the close 4029", b, err)
+					c.Send(wsproto.EventUserAck, map[string]any{"last_seq": 0})
+					if code := c.CloseCode(); code != wsproto.CloseTooManySessions {
+						t.Errorf("after a frame other than a resume: closed with %d, want 4029", code)
 					}
 				}
-				ws.CloseNow()
+				c.WS().CloseNow()
 			}
 			if resp == nil || resp.StatusCode != tt.status {
 				t.Fatalf("response %v (%v), want %d", resp, err, tt.status)

@@ -18,8 +18,10 @@ import (
 
 	"github.com/baton-run/baton/aggregator"
 	"github.com/baton-run/baton/buffer"
+	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/faultproxy"
 	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/orchestrator"
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/redisstore"
@@ -120,7 +122,7 @@ func TestClusterSlowPeerDelaysNoOther(t *testing.T) {
 	reported := 0
 	defer func() {
 		for _, bc := range bs {
-			bc.ws.CloseNow() // ends the waits at once
+			bc.WS().CloseNow() // ends the waits at once
 		}
 		for ; reported < onB; reported++ {
 			<-firstB
@@ -159,7 +161,7 @@ func TestClusterSlowPeerDelaysNoOther(t *testing.T) {
 	// A's replies to B's other commands are still on the slow path: C's
 	// run streams meanwhile.
 	sent := time.Now()
-	cc.send(map[string]any{"event": wsproto.EventUserMessage, "content": "Say hello",
+	cc.SendFrame(map[string]any{"event": wsproto.EventUserMessage, "content": "Say hello",
 		"metadata": map[string]any{"mode": wsproto.ModeChat}})
 	if _, err := cc.next(wsproto.EventPipelineCompleted, 3*time.Second); err != nil {
 		t.Fatalf("C's chat: %v", err)
@@ -206,32 +208,19 @@ func serveNode(t *testing.T, cl orchestrator.Cluster) string {
 // wsClient is a WebSocket client of one node; its reader goroutine hands
 // every frame to frames until the connection ends, then records why.
 type wsClient struct {
-	t      *testing.T
-	ws     *websocket.Conn
-	frames chan frame
-	done   chan struct{} // closed when the reader ends
-	err    error         // why it ended; read after done
-	sent   []time.Time   // when each command was sent (sendResponse)
-}
-
-type frame struct {
-	Event    string          `json:"event"`
-	Metadata json.RawMessage `json:"metadata"`
-	at       time.Time
+	*wstest.Conn
+	frames chan client.Frame // each Received when its reader read it
+	done   chan struct{}     // closed when the reader ends
+	err    error             // why it ended; read after done
+	sent   []time.Time       // when each command was sent (sendResponse)
 }
 
 func dialNode(t *testing.T, url string) *wsClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &wsClient{t: t, ws: ws, frames: make(chan frame, 64), done: make(chan struct{})}
+	c := &wsClient{Conn: wstest.Dial(t, url, nil), frames: make(chan client.Frame, 64), done: make(chan struct{})}
 	go c.read() // owned by the cleanup below, which waits for it
 	t.Cleanup(func() {
-		ws.CloseNow()
+		c.WS().CloseNow()
 		<-c.done
 	})
 	return c
@@ -240,13 +229,8 @@ func dialNode(t *testing.T, url string) *wsClient {
 func (c *wsClient) read() {
 	defer close(c.done)
 	for {
-		_, b, err := c.ws.Read(context.Background())
+		f, err := c.Read(context.Background())
 		if err != nil {
-			c.err = err
-			return
-		}
-		f := frame{at: time.Now()}
-		if err := json.Unmarshal(b, &f); err != nil {
 			c.err = err
 			return
 		}
@@ -258,7 +242,7 @@ func (c *wsClient) read() {
 }
 
 // next returns the next frame with event, skipping others, within d.
-func (c *wsClient) next(event string, d time.Duration) (frame, error) {
+func (c *wsClient) next(event string, d time.Duration) (client.Frame, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -268,23 +252,10 @@ func (c *wsClient) next(event string, d time.Duration) (frame, error) {
 				return f, nil
 			}
 		case <-c.done:
-			return frame{}, fmt.Errorf("connection ended: %w", c.err)
+			return client.Frame{}, fmt.Errorf("connection ended: %w", c.err)
 		case <-t.C:
-			return frame{}, fmt.Errorf("no %s in %v", event, d)
+			return client.Frame{}, fmt.Errorf("no %s in %v", event, d)
 		}
-	}
-}
-
-func (c *wsClient) send(v any) {
-	c.t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
-		c.t.Fatalf("write: %v", err)
 	}
 }
 
@@ -293,7 +264,7 @@ func (c *wsClient) send(v any) {
 // to the owner and back.
 func (c *wsClient) sendResponse() {
 	c.sent = append(c.sent, time.Now())
-	c.send(map[string]any{"event": wsproto.EventUserResponse, "step_id": "no-such-step",
+	c.SendFrame(map[string]any{"event": wsproto.EventUserResponse, "step_id": "no-such-step",
 		"metadata": map[string]any{"confirmed": true}})
 }
 
@@ -313,7 +284,7 @@ func (c *wsClient) answered(d time.Duration) (time.Duration, error) {
 	if err := json.Unmarshal(f.Metadata, &e); err != nil || e.Code != wsproto.CodeStepIDMismatch {
 		return 0, fmt.Errorf("answer %s (%v), want %s", f.Metadata, err, wsproto.CodeStepIDMismatch)
 	}
-	return f.at.Sub(sent), nil
+	return f.Received.Sub(sent), nil
 }
 
 // command sends a command and waits up to d for its answer.
@@ -345,12 +316,12 @@ func proxied(t *testing.T, owner, node string) *wsClient {
 	if err := json.Unmarshal(f.Metadata, &hello); err != nil {
 		t.Fatal(err)
 	}
-	first.ws.Close(websocket.StatusNormalClosure, "")
+	first.WS().Close(websocket.StatusNormalClosure, "")
 	c := dialNode(t, node)
 	if _, err := c.next(wsproto.EventConnected, 5*time.Second); err != nil { // its own fresh session
 		t.Fatal(err)
 	}
-	c.send(map[string]any{"event": wsproto.EventUserReconnect, "metadata": map[string]any{
+	c.SendFrame(map[string]any{"event": wsproto.EventUserReconnect, "metadata": map[string]any{
 		"session_id": hello.SessionID, "resume_token": hello.ResumeToken, "last_seq": 0}})
 	f, err = c.next(wsproto.EventConnected, 5*time.Second)
 	if err != nil {

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/baton-run/baton/auth"
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -67,7 +65,7 @@ func capServer(t *testing.T, opts Options) (*Server, string) {
 
 // capConn is a test connection and its system.connected.
 type capConn struct {
-	ws    *websocket.Conn
+	*wstest.Conn
 	hello wsproto.Connected
 }
 
@@ -75,82 +73,29 @@ type capConn struct {
 // upgrade is refused.
 func dialCap(t *testing.T, url, peer, subject string) (*capConn, *http.Response) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	h := http.Header{"X-Test-Peer": {peer}}
 	if subject != "" {
 		h.Set("Authorization", "Bearer "+subject)
 	}
-	ws, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+	ws, resp, err := wstest.TryDial(t, url, &wstest.Options{HTTPHeader: h})
 	if err != nil {
 		return nil, resp
 	}
-	t.Cleanup(func() { ws.CloseNow() })
-	c := &capConn{ws: ws}
-	if f := c.read(t); f.Event != wsproto.EventConnected || json.Unmarshal(f.Metadata, &c.hello) != nil {
-		t.Fatalf("first frame %+v", f)
-	}
+	c := &capConn{Conn: ws}
+	c.ExpectMeta(wsproto.EventConnected, &c.hello)
 	return c, resp
 }
 
-type capFrame struct {
-	Event    string          `json:"event"`
-	Metadata json.RawMessage `json:"metadata"`
-	err      error
-}
-
-// read reads the next frame; a close is in its err.
-func (c *capConn) read(t *testing.T) capFrame {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, b, err := c.ws.Read(ctx)
-	if err != nil {
-		if websocket.CloseStatus(err) == -1 {
-			t.Fatalf("read: %v", err)
-		}
-		return capFrame{err: err}
-	}
-	var f capFrame
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("frame %s: %v", b, err)
-	}
-	return f
-}
-
-func (c *capConn) send(t *testing.T, event string, meta any) {
-	t.Helper()
-	b, _ := json.Marshal(map[string]any{"event": event, "metadata": meta})
-	if err := c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (c *capConn) message(t *testing.T, text string) {
-	t.Helper()
-	b, _ := json.Marshal(map[string]any{"event": wsproto.EventUserMessage, "content": text})
-	if err := c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (c *capConn) resume(t *testing.T, hello wsproto.Connected) {
-	t.Helper()
-	c.send(t, wsproto.EventUserReconnect, map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken,
+func (c *capConn) resume(hello wsproto.Connected) {
+	c.Send(wsproto.EventUserReconnect, map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken,
 		"last_seq": 0, "state_checksum": ""})
 }
 
 // closedOverCap reads until the close, which must be 4029.
 func (c *capConn) closedOverCap(t *testing.T) {
 	t.Helper()
-	for {
-		f := c.read(t)
-		if f.err != nil {
-			if code := websocket.CloseStatus(f.err); code != wsproto.CloseTooManySessions {
-				t.Fatalf("closed with %d, want 4029", code)
-			}
-			return
-		}
+	if code := c.CloseCode(); code != wsproto.CloseTooManySessions {
+		t.Fatalf("closed with %d, want 4029", code)
 	}
 }
 
@@ -207,33 +152,30 @@ func TestResumeBeyondCaps(t *testing.T) {
 	srv, url := capServer(t, Options{MaxSessionsPerSubject: 1, MaxSessions: 2})
 	const peer = "192.0.2.1:1000"
 	alice, _ := dialCap(t, url, peer, "alice")
-	alice.ws.CloseNow() // its session stays
+	alice.WS().CloseNow() // its session stays
 
 	tests := []struct {
 		name string
 		do   func(t *testing.T, c *capConn)
 	}{
 		{"a resume of the subject's session", func(t *testing.T, c *capConn) {
-			c.resume(t, alice.hello)
+			c.resume(alice.hello)
 			var m wsproto.Connected
-			if f := c.read(t); f.Event != wsproto.EventConnected || json.Unmarshal(f.Metadata, &m) != nil || !m.Resumed {
-				t.Fatalf("answer %+v, want a resume", f)
+			if f := c.ExpectMeta(wsproto.EventConnected, &m); !m.Resumed {
+				t.Fatalf("answer %s, want a resume", f.Metadata)
 			}
-			c.message(t, "plan a trip")
-			if f := c.read(t); f.err != nil || f.Event == wsproto.EventError {
-				t.Fatalf("after the resume, a run start: %s %s %v", f.Event, f.Metadata, f.err)
+			c.Message("plan a trip")
+			if f := c.Next(); f.Event == wsproto.EventError {
+				t.Fatalf("after the resume, a run start: %s %s", f.Event, f.Metadata)
 			}
 		}},
 		{"a run start", func(t *testing.T, c *capConn) {
-			c.message(t, "plan a trip")
+			c.Message("plan a trip")
 			c.closedOverCap(t)
 		}},
 		{"a rejected resume", func(t *testing.T, c *capConn) {
-			c.resume(t, wsproto.Connected{SessionID: alice.hello.SessionID, ResumeToken: "wrong"})
-			var e wsproto.Error
-			if f := c.read(t); f.Event != wsproto.EventError || json.Unmarshal(f.Metadata, &e) != nil || e.Code != wsproto.CodeResumeRejected {
-				t.Fatalf("answer %+v, want resume_rejected", f)
-			}
+			c.resume(wsproto.Connected{SessionID: alice.hello.SessionID, ResumeToken: "wrong"})
+			c.ExpectError(wsproto.CodeResumeRejected)
 			c.closedOverCap(t)
 		}},
 	}
@@ -258,10 +200,8 @@ func TestResumeBeyondCaps(t *testing.T) {
 	if srv.lookup(carol.hello.SessionID) != nil {
 		t.Fatal("beyond the server's cap, a session was counted")
 	}
-	carol.resume(t, bob.hello) // another subject's session is as unknown as a wrong token
-	if f := carol.read(t); f.Event != wsproto.EventError {
-		t.Fatalf("carol resuming bob's session: %+v", f)
-	}
+	carol.resume(bob.hello) // another subject's session is as unknown as a wrong token
+	carol.Expect(wsproto.EventError)
 	carol.closedOverCap(t)
 
 	srv.mu.Lock()
@@ -278,17 +218,17 @@ func TestResumeBeyondCaps(t *testing.T) {
 func TestIdleSessionTTL(t *testing.T) {
 	srv, url := capServer(t, Options{IdleSessionTTL: 50 * time.Millisecond, SessionTTL: time.Hour})
 	used, _ := dialCap(t, url, "", "u")
-	used.message(t, "plan a trip")
-	if f := used.read(t); f.err != nil || f.Event == wsproto.EventError {
-		t.Fatalf("run start: %+v", f)
+	used.Message("plan a trip")
+	if f := used.Next(); f.Event == wsproto.EventError {
+		t.Fatalf("run start: %s", f.Metadata)
 	}
-	used.ws.CloseNow()
+	used.WS().CloseNow()
 	// Freed one after the other: the sweeper that frees the second has
 	// finished the pass that would have freed the used one, had it the
 	// idle TTL.
 	for range 2 {
 		idle, _ := dialCap(t, url, "", "u")
-		idle.ws.CloseNow()
+		idle.WS().CloseNow()
 		deadline := time.Now().Add(20 * time.Second)
 		for srv.lookup(idle.hello.SessionID) != nil {
 			if time.Now().After(deadline) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -44,9 +45,10 @@ type recorder struct {
 	ctx context.Context
 	url string
 
-	ws     *websocket.Conn
+	c      *wstest.Conn
 	frames chan []byte   // from the connection's reader goroutine
 	done   chan struct{} // closed when that goroutine has ended
+	err    error         // why it ended; read after done
 
 	session, token string
 	lastSeq        uint64
@@ -55,7 +57,7 @@ type recorder struct {
 
 func newRecorder(ctx context.Context, t *testing.T, url string) *recorder {
 	r := &recorder{t: t, ctx: ctx, url: url}
-	r.ws = r.dial()
+	r.c = wstest.Dial(t, url, nil)
 	r.startReader()
 	f := r.next()
 	if f.Event != wsproto.EventConnected {
@@ -67,23 +69,17 @@ func newRecorder(ctx context.Context, t *testing.T, url string) *recorder {
 	return r
 }
 
-func (r *recorder) dial() *websocket.Conn {
-	ws, _, err := websocket.Dial(r.ctx, r.url, nil)
-	if err != nil {
-		r.t.Fatalf("dial: %v", err)
-	}
-	ws.SetReadLimit(1 << 24)
-	return ws
-}
-
+// startReader starts the goroutine that reads r.c, which close ends and
+// waits for.
 func (r *recorder) startReader() {
-	frames, done, ws := make(chan []byte, 4096), make(chan struct{}), r.ws
+	frames, done, c := make(chan []byte, 4096), make(chan struct{}), r.c
 	go func() {
 		defer close(done)
 		defer close(frames)
 		for {
-			_, b, err := ws.Read(r.ctx)
+			b, err := c.ReadRaw(r.ctx) // the envelope checked
 			if err != nil {
+				r.err = err
 				return
 			}
 			select {
@@ -97,7 +93,7 @@ func (r *recorder) startReader() {
 }
 
 func (r *recorder) close() {
-	r.ws.CloseNow()
+	r.c.WS().CloseNow()
 	<-r.done
 }
 
@@ -108,7 +104,8 @@ func (r *recorder) next() wireFrame {
 	select {
 	case got, ok := <-r.frames:
 		if !ok {
-			r.t.Fatalf("the connection ended while waiting for a frame")
+			<-r.done
+			r.t.Fatalf("the connection ended while waiting for a frame: %v", r.err)
 		}
 		b = got
 	case <-r.ctx.Done():
@@ -136,9 +133,7 @@ func (r *recorder) send(frame map[string]any) {
 		r.t.Fatal(err)
 	}
 	r.log = append(r.log, entry{Out: b})
-	if err := r.ws.Write(r.ctx, websocket.MessageText, b); err != nil {
-		r.t.Fatalf("send %s: %v", b, err)
-	}
+	r.c.SendRaw(websocket.MessageText, b)
 }
 
 func (r *recorder) respond(stepID string, meta map[string]any) {
@@ -172,9 +167,9 @@ func (r *recorder) snapshot() {
 	for b := range r.frames {
 		r.t.Fatalf("not a quiet moment: %s arrived after the last frame read", b)
 	}
-	r.ws = r.dial()
+	r.c = wstest.Dial(r.t, r.url, nil)
 	read := func() wireFrame {
-		_, b, err := r.ws.Read(r.ctx)
+		b, err := r.c.ReadRaw(r.ctx)
 		if err != nil {
 			r.t.Fatalf("resync: %v", err)
 		}
@@ -187,11 +182,8 @@ func (r *recorder) snapshot() {
 	if f := read(); f.Event != wsproto.EventConnected {
 		r.t.Fatalf("resync: first frame %s", f.Event)
 	}
-	err := wsjsonWrite(r.ctx, r.ws, map[string]any{"event": wsproto.EventUserReconnect, "metadata": map[string]any{
-		"session_id": r.session, "resume_token": r.token, "last_seq": r.lastSeq, "state_checksum": "wrong"}})
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	r.c.Send(wsproto.EventUserReconnect, map[string]any{
+		"session_id": r.session, "resume_token": r.token, "last_seq": r.lastSeq, "state_checksum": "wrong"})
 	f := read()
 	if f.Event != wsproto.EventConnected || !f.meta(r.t)["resync"].(bool) {
 		r.t.Fatalf("resync answered %s %s", f.Event, f.Metadata)
@@ -213,12 +205,4 @@ func (r *recorder) snapshot() {
 	b, _ := json.Marshal(map[string]json.RawMessage{"phase": snap.Phase, "run": snap.Run, "history": snap.History})
 	r.log = append(r.log, entry{Snapshot: b})
 	r.startReader()
-}
-
-func wsjsonWrite(ctx context.Context, ws *websocket.Conn, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return ws.Write(ctx, websocket.MessageText, b)
 }

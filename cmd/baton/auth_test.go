@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/baton-run/baton/auth"
 	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/openai/openaitest"
 	"github.com/baton-run/baton/wsproto"
 )
@@ -40,10 +39,8 @@ const (
 // token). It returns the connection, or the refused handshake's response.
 func dialWith(t *testing.T, base, how, token string) (*conn, *http.Response, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	u := wsURL(base)
-	opts := &websocket.DialOptions{HTTPHeader: http.Header{}}
+	opts := &wstest.Options{HTTPHeader: http.Header{}}
 	switch how {
 	case inHeader:
 		opts.HTTPHeader.Set("Authorization", "Bearer "+token)
@@ -52,13 +49,11 @@ func dialWith(t *testing.T, base, how, token string) (*conn, *http.Response, err
 	case inProtocol:
 		opts.Subprotocols = []string{auth.Subprotocol, auth.BearerPrefix + token}
 	}
-	ws, resp, err := websocket.Dial(ctx, u, opts)
+	w, resp, err := wstest.TryDial(t, u, connOptions(opts))
 	if err != nil {
 		return nil, resp, err
 	}
-	ws.SetReadLimit(1 << 24)
-	t.Cleanup(func() { ws.CloseNow() })
-	return &conn{t: t, ws: ws}, resp, nil
+	return newConn(t, w), resp, nil
 }
 
 // connectAs dials with a token in the Authorization header and reads

@@ -146,7 +146,7 @@ func TestDurableSlowReader(t *testing.T) {
 	// frames); a machine under load makes them in 10 to 60 s.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	slow, hello := dialNoRead(t, ctx, base)
+	slow, hello := dialNoRead(t, base)
 	tasks := make([]wsproto.Task, 100)
 	for i := range tasks {
 		tasks[i] = wsproto.Task{ID: fmt.Sprintf("t%d", i+1), Title: "Read",

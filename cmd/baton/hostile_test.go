@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -64,21 +63,15 @@ func heapInUse() uint64 {
 // dialNoRead opens a WebSocket whose socket receive buffer is tiny, reads
 // its system.connected and nothing after it, ever: the kernel soon stops
 // taking what the server writes.
-func dialNoRead(t *testing.T, ctx context.Context, base string) (*conn, wsproto.Connected) {
+func dialNoRead(t *testing.T, base string) (*conn, wsproto.Connected) {
 	t.Helper()
 	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		return serr
 	}}
-	ws, _, err := websocket.Dial(ctx, wsURL(base), &websocket.DialOptions{
-		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(1 << 24)
-	t.Cleanup(func() { ws.CloseNow() })
-	c := &conn{t: t, ws: ws}
+	c := newConn(t, wstest.Dial(t, wsURL(base), connOptions(&wstest.Options{
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}})))
 	return c, meta[wsproto.Connected](t, c.expect(wsproto.EventConnected))
 }
 
@@ -106,7 +99,7 @@ func TestSlowReader(t *testing.T) {
 	healthz(t, base)
 	before := heapInUse()
 
-	slow, hello := dialNoRead(t, ctx, base)
+	slow, hello := dialNoRead(t, base)
 	var mu sync.Mutex
 	var worst time.Duration // the other session's slowest event
 	var worstEvent string

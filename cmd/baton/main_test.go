@@ -20,6 +20,7 @@ import (
 	"github.com/baton-run/baton/internal/asyncapitest"
 	"github.com/baton-run/baton/internal/mcptest"
 	"github.com/baton-run/baton/internal/skipreport"
+	"github.com/baton-run/baton/internal/wstest"
 	"github.com/baton-run/baton/wsproto"
 )
 
@@ -127,23 +128,33 @@ func startServerCtx(t *testing.T, ctx context.Context, done chan<- error, stderr
 
 func wsURL(base string) string { return "ws" + strings.TrimPrefix(base, "http") + "/ws" }
 
-// conn is a raw test connection: the frames exactly as the server sends them.
+// conn is the suite's raw test connection, a wstest.Conn that records
+// the token of every system.connected it reads (tokens, session_test.go).
+// Its lowercase methods are the suite's names for wstest's: the fifty
+// files that call them, and the tests being written beside them on other
+// branches, read as they did.
 type conn struct {
+	w  *wstest.Conn
 	t  *testing.T
-	ws *websocket.Conn
+	ws *websocket.Conn // w.WS(): Close, CloseNow, Ping, a write from elsewhere
 }
+
+// connOptions are the suite's options for every connection, with the
+// handshake's extras of opts, if any.
+func connOptions(opts *wstest.Options) *wstest.Options {
+	o := wstest.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.OnConnected = tokens.saw
+	return &o
+}
+
+func newConn(t *testing.T, w *wstest.Conn) *conn { return &conn{w: w, t: t, ws: w.WS()} }
 
 func dial(t *testing.T, base string) *conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, wsURL(base), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(1 << 24)
-	t.Cleanup(func() { ws.CloseNow() })
-	return &conn{t: t, ws: ws}
+	return newConn(t, wstest.Dial(t, wsURL(base), connOptions(nil)))
 }
 
 // connect dials and reads system.connected.
@@ -155,136 +166,39 @@ func connect(t *testing.T, base string) (*conn, wsproto.Connected) {
 	return c, m
 }
 
-func (c *conn) sendRaw(typ websocket.MessageType, b []byte) {
-	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, typ, b); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-}
+func (c *conn) sendRaw(typ websocket.MessageType, b []byte) { c.t.Helper(); c.w.SendRaw(typ, b) }
 
 // send writes a frame with only the fields it needs (§2): no metadata when
 // meta is nil.
-func (c *conn) send(event string, meta any) {
-	frame := map[string]any{"event": event}
-	if meta != nil {
-		frame["metadata"] = meta
-	}
-	c.sendFrame(frame)
-}
-
-func (c *conn) sendFrame(v map[string]any) {
-	c.t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.sendRaw(websocket.MessageText, b)
-}
-
-func (c *conn) message(text string) {
-	c.sendFrame(map[string]any{"event": "user.message", "content": text})
-}
-
-func (c *conn) respond(stepID string, meta map[string]any) {
-	c.sendFrame(map[string]any{"event": "user.response", "step_id": stepID, "metadata": meta})
-}
+func (c *conn) send(event string, meta any)                { c.t.Helper(); c.w.Send(event, meta) }
+func (c *conn) sendFrame(v map[string]any)                 { c.t.Helper(); c.w.SendFrame(v) }
+func (c *conn) message(text string)                        { c.t.Helper(); c.w.Message(text) }
+func (c *conn) respond(stepID string, meta map[string]any) { c.t.Helper(); c.w.Respond(stepID, meta) }
 
 // next reads one frame and checks the envelope's invariants.
-func (c *conn) next() client.Frame {
-	c.t.Helper()
-	f, err := c.read(10 * time.Second)
-	if err != nil {
-		c.t.Fatalf("read: %v", err)
-	}
-	return f
-}
+func (c *conn) next() client.Frame { c.t.Helper(); return c.w.Next() }
 
+// read is next reporting what went wrong, within timeout.
 func (c *conn) read(timeout time.Duration) (client.Frame, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	typ, b, err := c.ws.Read(ctx)
-	if err != nil {
-		return client.Frame{}, err
-	}
-	if typ != websocket.MessageText {
-		return client.Frame{}, fmt.Errorf("binary frame from the server")
-	}
-	var f client.Frame
-	if err := json.Unmarshal(b, &f); err != nil {
-		return client.Frame{}, fmt.Errorf("decode %s: %w", b, err)
-	}
-	var env map[string]json.RawMessage
-	json.Unmarshal(b, &env)
-	if string(env["metadata"]) == "null" || env["metadata"] == nil || f.EventID == "" || f.Timestamp.IsZero() || f.SessionID == "" {
-		return f, fmt.Errorf("bad envelope: %s", b)
-	}
-	if _, hasSeq := env["seq"]; hasSeq != wsproto.Sequenced(f.Event) {
-		return f, fmt.Errorf("seq presence wrong on %s: %s", f.Event, b)
-	}
-	if f.Event == wsproto.EventConnected {
-		var m wsproto.Connected
-		if json.Unmarshal(f.Metadata, &m) == nil {
-			tokens.saw(m)
-		}
-	}
-	return f, nil
+	return c.w.Read(ctx)
 }
 
-func (c *conn) expect(event string) client.Frame {
-	c.t.Helper()
-	f := c.next()
-	if f.Event != event {
-		c.t.Fatalf("got %s %s, want %s", f.Event, f.Metadata, event)
-	}
-	return f
-}
-
+func (c *conn) expect(event string) client.Frame { c.t.Helper(); return c.w.Expect(event) }
 func (c *conn) expectMeta(event string, v any) client.Frame {
 	c.t.Helper()
-	f := c.expect(event)
-	if err := json.Unmarshal(f.Metadata, v); err != nil {
-		c.t.Fatalf("decode %s metadata: %v", event, err)
-	}
-	return f
+	return c.w.ExpectMeta(event, v)
 }
 
 // expectError reads a system.error and checks its code.
-func (c *conn) expectError(code string) wsproto.Error {
-	c.t.Helper()
-	var e wsproto.Error
-	c.expectMeta(wsproto.EventError, &e)
-	if e.Code != code {
-		c.t.Fatalf("system.error %q (%s), want %q", e.Code, e.Message, code)
-	}
-	return e
-}
+func (c *conn) expectError(code string) wsproto.Error { c.t.Helper(); return c.w.ExpectError(code) }
 
 // until reads frames until one of the events, returning all read.
-func (c *conn) until(events ...string) []client.Frame {
-	c.t.Helper()
-	var out []client.Frame
-	for {
-		f := c.next()
-		out = append(out, f)
-		for _, e := range events {
-			if f.Event == e {
-				return out
-			}
-		}
-	}
-}
+func (c *conn) until(events ...string) []client.Frame { c.t.Helper(); return c.w.Until(events...) }
 
 // closeCode reads until the connection ends and returns its close code.
-func (c *conn) closeCode() websocket.StatusCode {
-	c.t.Helper()
-	for {
-		if _, err := c.read(10 * time.Second); err != nil {
-			return websocket.CloseStatus(err)
-		}
-	}
-}
+func (c *conn) closeCode() websocket.StatusCode { c.t.Helper(); return c.w.CloseCode() }
 
 func meta[T any](t *testing.T, f client.Frame) T {
 	t.Helper()
