@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/baton-run/baton/edge"
+	"github.com/baton-run/baton/internal/wstest"
 )
 
 // The HTTP edge's attacks, through the real server: slow bodies, idle
@@ -373,12 +374,11 @@ func TestEveryConnectionCountsOnce(t *testing.T) {
 	t.Run("a WebSocket on /ws", func(t *testing.T) {
 		var c *conn
 		admitted(t, "a WebSocket", func() (int, error) {
-			ws, resp, err := websocket.Dial(ctx, wsURL(base), nil)
+			w, resp, err := wstest.TryDial(t, wsURL(base), connOptions(nil))
 			if err != nil {
 				return statusOf(resp), err
 			}
-			t.Cleanup(func() { ws.CloseNow() })
-			c = &conn{t: t, ws: ws}
+			c = newConn(t, w)
 			return http.StatusSwitchingProtocols, nil
 		})
 		c.expect("system.connected")
