@@ -12,20 +12,39 @@ import (
 // (§3.5). A plain resume replaces every connection attached; a follow
 // attaches c beside them (§3.6). It runs on c's reader goroutine. A session
 // this server does not hold is looked up in the cluster's store, if there
-// is one.
+// is one, and proxied or taken over (takeover.go); one taken over is then
+// resumed here. The walk goes one way: the store's answer, the token
+// (rotation.go), the members (members.go), the connection (conn.go).
 func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	if c.frames > 1 {
 		return &wsproto.Error{Code: wsproto.CodeInvalidState, RefType: wsproto.EventUserReconnect,
 			Message: "user.reconnect_with_state must be the first frame of a connection"}
 	}
-	old := s.lookup(req.SessionID)
-	if old == nil && s.opts.Cluster != nil {
-		return s.resumeShared(c, req)
+	// A session this server holds may be given up (lost) as the resume
+	// finds it, and is then taken over again: twice at most.
+	for range 3 {
+		old := s.lookup(req.SessionID)
+		if old == nil && s.opts.Cluster != nil {
+			if held, e := s.resumeShared(c, req); !held {
+				return e
+			}
+			continue // taken over: held here now
+		}
+		if e, again := s.resumeHeld(c, req, old); !again {
+			return e
+		}
 	}
+	return errStore // given up each time it was taken over: the client resumes again
+}
+
+// resumeHeld is resume of the session old (nil: none) this server holds.
+// again says the session was given up (lost) meanwhile: it is in the
+// store, to be taken over again.
+func (s *Server) resumeHeld(c *conn, req *wsproto.Reconnect, old *session) (e *wsproto.Error, again bool) {
 	// Another subject's session is rejected as an unknown one is, with
 	// the same answer, even with its resume token.
 	if old == nil || old.subject != c.subject {
-		return errRejected
+		return errRejected, false
 	}
 	// A follow with the session's follow token: that token does not
 	// rotate (every device that follows holds it), and it answers only a
@@ -36,7 +55,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		e := old.followLimitLocked()
 		old.mu.Unlock()
 		if e != nil {
-			return e // before the token rotates: a refused follow changes nothing
+			return e, false // before the token rotates: a refused follow changes nothing
 		}
 	}
 	// The token rotates: the answer carries a new one, and the one
@@ -53,10 +72,10 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		token, follow = rot.token, ""
 		if s.opts.Cluster != nil {
 			if e := s.rotateShared(req.SessionID, req.ResumeToken, rot); e != nil {
-				return e
+				return e, false
 			}
 			if !s.attachStored(c, req.SessionID, rot.n, !req.Follow) {
-				return nil // a later resume holds the session: c is closed with 4000
+				return nil, false // a later resume holds the session: c is closed with 4000
 			}
 		}
 	}
@@ -68,11 +87,11 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		// where the token has just rotated from the one presented, which
 		// stays good until the rotation is committed.
 		old.mu.Unlock()
-		return s.resumeShared(c, req)
+		return nil, true
 	}
 	if old.closed || (!byFollow && s.opts.Cluster == nil && !old.tokenAccepted(req.ResumeToken)) {
 		old.mu.Unlock()
-		return errRejected
+		return errRejected, false
 	}
 	old.removeLocked(c.id, false) // a connection resuming its own fresh session
 	if req.Follow {
@@ -80,20 +99,20 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 		// rotation, if any, left the token presented good (pending).
 		if e := old.followLimitLocked(); e != nil {
 			old.mu.Unlock()
-			return e
+			return e, false
 		}
 	}
 	a, err := answerResume(old.ctx, old.ring, old.shared, &old.state, req)
 	if err != nil {
 		old.mu.Unlock()
 		s.log.Error("resume: read ring", "session", old.id, "err", err)
-		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}
+		return &wsproto.Error{Code: wsproto.CodeInternal, Message: "could not read the session"}, false
 	}
 	gone, ok := old.admitLocked(c.id, rot, req.Follow)
 	if !ok {
 		old.mu.Unlock()
 		s.lost(c, old.id, rot.n)
-		return nil
+		return nil, false
 	}
 	if req.Follow {
 		old.followedLocked()
@@ -133,7 +152,7 @@ func (s *Server) resume(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 	}
 	s.log.Info("session resumed", "session", old.id, "from_session", fresh.id, "replayed", a.replayed, "resync", a.resync, "follow", req.Follow)
 	a.observe(s.obs)
-	return nil
+	return nil, false
 }
 
 // resumeAnswer is what a resume is answered with: the events the client

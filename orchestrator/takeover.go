@@ -19,29 +19,31 @@ const storeTimeout = 5 * time.Second
 // resumeShared resumes a session this server does not hold: it proxies to
 // the session's owner when that one lives, or claims the session and
 // continues it here when it does not, or when the owner is this server,
-// which gave the session up or is adopting it (docs/scaling.md).
-func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
+// which gave the session up or is adopting it (docs/scaling.md). held
+// says it took the session over: the caller resumes it as one it holds.
+// Otherwise e is the resume's answer (nil: proxied).
+func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) (held bool, e *wsproto.Error) {
 	cl := s.opts.Cluster
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
 	for try := 0; ; try++ {
 		rec, err := cl.Lookup(ctx, req.SessionID)
 		if errors.Is(err, ErrNoSession) {
-			return errRejected
+			return false, errRejected
 		}
 		if err != nil {
 			s.log.Error("resume: look the session up", "session", req.SessionID, "err", err)
-			return errStore
+			return false, errStore
 		}
-		held := &session{tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash}
+		stored := &session{tokenHash: rec.TokenHash, prevHash: rec.PrevTokenHash}
 		byFollow := req.Follow && rec.FollowHash != noHash && tokenMatches(rec.FollowHash, req.ResumeToken)
-		if (!byFollow && !held.tokenAccepted(req.ResumeToken)) || rec.Subject != c.subject {
-			return errRejected // another subject's session is as unknown as a wrong token
+		if (!byFollow && !stored.tokenAccepted(req.ResumeToken)) || rec.Subject != c.subject {
+			return false, errRejected // another subject's session is as unknown as a wrong token
 		}
 		if expiredIn(rec, time.Now(), s.opts.SessionTTL) {
 			// Its client left longer than SessionTTL ago; its owner, if it
 			// lives, frees it at its next sweep.
-			return errRejected
+			return false, errRejected
 		}
 		// Ours, yet not in memory: the ring gave the session up while the
 		// store stalled (lost), or this server is adopting it right now.
@@ -51,10 +53,10 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 			alive, err := cl.Alive(ctx, rec.Owner)
 			if err != nil {
 				s.log.Error("resume: check the owner", "session", req.SessionID, "owner", rec.Owner, "err", err)
-				return errStore
+				return false, errStore
 			}
 			if alive {
-				return s.proxy(ctx, c, req, rec.Owner, byFollow)
+				return false, s.proxy(ctx, c, req, rec.Owner, byFollow)
 			}
 		}
 		// The takeover's own deadline: it may wait TakeoverWait for a slot
@@ -67,16 +69,16 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) *wsproto.Error {
 				continue // another server took it first: it is the owner now
 			}
 			if errors.Is(err, ErrNoSession) {
-				return errRejected // gone, or expired, as it was taken over
+				return false, errRejected // gone, or expired, as it was taken over
 			}
 			if errors.Is(err, errAdoptBusy) {
 				s.log.Debug("resume: no takeover slot; answered busy", "session", req.SessionID)
-				return s.adoptBusy()
+				return false, s.adoptBusy()
 			}
 			s.log.Error("resume: take the session over", "session", req.SessionID, "err", err)
-			return errStore
+			return false, errStore
 		}
-		return s.resume(c, req) // held here now
+		return true, nil // held here now: resume goes on with it
 	}
 }
 
