@@ -15,29 +15,6 @@ import (
 	"github.com/baton-run/baton/wsproto"
 )
 
-func TestAddrKey(t *testing.T) {
-	tests := []struct {
-		name, host, want string
-	}{
-		{"IPv4 is its own key", "192.0.2.7", "192.0.2.7"},
-		{"IPv4 neighbours differ", "192.0.2.8", "192.0.2.8"},
-		{"IPv6 is its /64", "2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"},
-		{"the same /64", "2001:db8:1:2::1", "2001:db8:1:2::/64"},
-		{"the next /64", "2001:db8:1:3::1", "2001:db8:1:3::/64"},
-		{"IPv4-mapped IPv6 is IPv4", "::ffff:192.0.2.7", "192.0.2.7"},
-		{"loopback", "::1", "::/64"},
-		{"the zone is dropped", "fe80::1%eth0", "fe80::/64"},
-		{"not an address", "pipe", "pipe"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := addrKey(tt.host); got != tt.want {
-				t.Errorf("addrKey(%q) = %q, want %q", tt.host, got, tt.want)
-			}
-		})
-	}
-}
-
 // capServer serves srv over real WebSockets, each connection from the
 // address its dialer names in the X-Test-Peer header (the TCP peer is
 // always loopback here), authenticated as the subject of its

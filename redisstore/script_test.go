@@ -101,15 +101,7 @@ func TestAppendScript(t *testing.T) {
 // afterwards, and only its commit succeeds.
 func TestRotateToken(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	s, err := New(srv.Client(t), Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateSession(ctx, "s", SessionMeta{TokenHash: "t0", Capacity: 4}); err != nil {
-		t.Fatal(err)
-	}
+	s := newTokenStore(t)
 	tests := []struct {
 		name             string
 		commit           bool // CommitToken(old) instead of RotateToken(old, next)
@@ -213,20 +205,27 @@ func TestRotateToken(t *testing.T) {
 	}
 }
 
+// newTokenStore is a store on a fresh redis-server holding one session,
+// "s", whose token hash is "t0".
+func newTokenStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := New(redistest.Start(t).Client(t), Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.CreateSession(context.Background(), "s", SessionMeta{TokenHash: "t0", Capacity: 4}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestAttachOrder: the store records the connection holding the highest
 // token rotation, refuses one holding a lower one, and records one that
 // holds none only while no connection is recorded.
 func TestAttachOrder(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	s, err := New(srv.Client(t), Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateSession(ctx, "s", SessionMeta{TokenHash: "t0", Capacity: 4}); err != nil {
-		t.Fatal(err)
-	}
+	s := newTokenStore(t)
 	steps := []struct {
 		name     string
 		detach   bool // Detach(conn) instead of Attach
