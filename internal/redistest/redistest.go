@@ -1,8 +1,10 @@
 // Package redistest runs a real redis-server for tests: one process per
 // Start, on a free loopback port, with no persistence (or an append-only
 // file: StartConfig, StartAOF), in the test's temporary directory, stopped
-// when the test ends; and a Sentinel setup of a master, a replica and
-// sentinels (StartFailover, sentinel.go), the same binary in Sentinel mode.
+// when the test ends; a Sentinel setup of a master, a replica and
+// sentinels (StartFailover, sentinel.go), the same binary in Sentinel mode;
+// and a Redis Cluster of masters and their replicas (StartCluster,
+// cluster.go), joined by redis-cli as an operator joins one.
 // It owns only the processes and the ports; what the tests store in them
 // is theirs.
 //
@@ -62,6 +64,10 @@ type Config struct {
 	// sentinel runs the server in Sentinel mode with this configuration
 	// file's contents (sentinel.go).
 	sentinel string
+	// cluster runs the server as a node of a Redis Cluster, its bus on
+	// busPort (cluster.go).
+	cluster bool
+	busPort int
 }
 
 // Start runs a redis-server for t and stops it when t ends. It skips t (or
@@ -159,6 +165,12 @@ func (s *Server) start() error {
 		"--repl-diskless-sync-delay", "0"}
 	if s.cfg.AppendOnly {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	if s.cfg.cluster {
+		args = append(args, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, fmt.Sprintf("nodes-%d.conf", s.port)),
+			"--cluster-port", strconv.Itoa(s.cfg.busPort),
+			"--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout/time.Millisecond)))
 	}
 	if s.cfg.ReplicaOf != "" {
 		host, port, _ := net.SplitHostPort(s.cfg.ReplicaOf)
