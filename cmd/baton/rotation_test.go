@@ -167,8 +167,19 @@ func TestClusterResumeOrder(t *testing.T) {
 			}
 			req := map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""}
 			frame, _ := json.Marshal(map[string]any{"event": "user.reconnect_with_state", "metadata": req})
+			// Both sent at once: neither waits for the other's answer.
+			wrote := make(chan error, 2)
 			for _, label := range []string{"A", "B"} {
-				go resumes[label].c.ws.Write(context.Background(), websocket.MessageText, frame)
+				go func() { // owned by the receives from wrote below
+					wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					wrote <- resumes[label].c.ws.Write(wctx, websocket.MessageText, frame)
+				}()
+			}
+			for range 2 {
+				if err := <-wrote; err != nil {
+					t.Fatalf("send the resume: %v", err)
+				}
 			}
 			loser := map[string]string{"A": "B", "B": "A"}[tt.winner]
 			win, lose := resumes[tt.winner], resumes[loser]
