@@ -24,8 +24,8 @@ type Cluster struct {
 	store    *Store
 	node     *Node
 	capacity int
-	tails    *redis.Client
-	lease    *redis.Client // the node's renewals'
+	tails    redis.UniversalClient
+	lease    redis.UniversalClient // the node's renewals'
 }
 
 var _ orchestrator.Cluster = (*Cluster)(nil)
@@ -62,17 +62,28 @@ type ClusterOptions struct {
 	// failover client of its own, which follows the master through a
 	// failover as rdb does. Nil (the default) for a single server.
 	Failover *redis.FailoverOptions
+	// Shards, when rdb is a Redis Cluster's client
+	// (redis.NewClusterClient), is the options it was made with: the
+	// tails' and the renewals' clients are cluster clients of their own.
+	// Nil (the default) otherwise.
+	Shards *redis.ClusterOptions
 	// RenewHook is a test seam: NodeOptions.RenewHook. Defaults to nil.
 	RenewHook func(ctx context.Context) error
 }
 
-// NewCluster joins the cluster of Batons using rdb's Redis, as a new node.
-// It does not close rdb.
-func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cluster, error) {
+// NewCluster joins the cluster of Batons using rdb's Redis, as a new node:
+// one server, a Sentinel's master (a failover client, with
+// ClusterOptions.Failover) or a Redis Cluster (a cluster client, with
+// ClusterOptions.Shards). It does not close rdb; on a cluster it has rdb
+// reload its slot map whenever a connection fails (followSlots).
+func NewCluster(ctx context.Context, rdb redis.UniversalClient, opt ClusterOptions) (*Cluster, error) {
 	if opt.TTL <= 0 {
 		opt.TTL = time.Hour
 	}
-	tails := ownClient(rdb, opt.Failover, 1<<14, false)
+	if (clusterOf(rdb) != nil) != (opt.Shards != nil) {
+		return nil, errors.New("redisstore: ClusterOptions.Shards is for a cluster client, and a cluster client needs it")
+	}
+	tails := ownClient(rdb, opt, 1<<14, false)
 	id := "node_" + uuid.NewString()
 	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL,
 		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter, Replicas: opt.Replicas})
@@ -80,7 +91,7 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 		tails.Close()
 		return nil, err
 	}
-	lease := ownClient(rdb, opt.Failover, 2, true)
+	lease := ownClient(rdb, opt, 2, true)
 	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas, LeaseClient: lease,
 		RenewHook: opt.RenewHook})
 	if err != nil {
@@ -93,23 +104,34 @@ func NewCluster(ctx context.Context, rdb *redis.Client, opt ClusterOptions) (*Cl
 }
 
 // ownClient returns a client of rdb's Redis with a pool of its own, of
-// pool connections: the tails' (the clients served here of sessions
-// another node owns: one of its connections blocks in the Store's one
-// XREAD for all of them, and the others answer their checks, apart from
-// the writer's pool) and the lease renewals' (which must not queue behind
-// the node's other traffic, and end at their context's deadline:
-// deadlines). A failover client's copy would dial through rdb's sentinels
-// but keep its pooled connections to a demoted master, which only rdb's
-// pool drops on a switch: these get a failover client of their own
-// instead.
-func ownClient(rdb *redis.Client, failover *redis.FailoverOptions, pool int, deadlines bool) *redis.Client {
-	if failover != nil {
+// pool connections (per master on a cluster): the tails' (the clients
+// served here of sessions another node owns: one of its connections
+// blocks in the Store's one XREAD for all of them, and the others answer
+// their checks, apart from the writer's pool) and the lease renewals'
+// (which must not queue behind the node's other traffic, and end at
+// their context's deadline: deadlines). A failover client's copy would
+// dial through rdb's sentinels but keep its pooled connections to a
+// demoted master, which only rdb's pool drops on a switch: these get a
+// failover client of their own instead.
+func ownClient(rdb redis.UniversalClient, opt ClusterOptions, pool int, deadlines bool) redis.UniversalClient {
+	if opt.Shards != nil {
+		copt := *opt.Shards
+		copt.PoolSize = pool
+		copt.ContextTimeoutEnabled = copt.ContextTimeoutEnabled || deadlines
+		copt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		return redis.NewClusterClient(&copt)
+	}
+	if failover := opt.Failover; failover != nil {
 		fopt := *failover
 		fopt.PoolSize = pool
 		fopt.ContextTimeoutEnabled = fopt.ContextTimeoutEnabled || deadlines
 		return redis.NewFailoverClient(&fopt)
 	}
-	topt := *rdb.Options()
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return rdb // another kind of client: shared
+	}
+	topt := *c.Options()
 	topt.PoolSize = pool
 	topt.ContextTimeoutEnabled = topt.ContextTimeoutEnabled || deadlines
 	// Its own notification config: the copied one is rdb's, already bound.

@@ -86,7 +86,7 @@ func waitRenewal(t *testing.T, ctx context.Context, srv *redistest.Server, node 
 	defer c.Close()
 	deadline := time.Now().Add(within)
 	for {
-		if v, err := c.Get(ctx, "baton:node:"+node).Result(); err == nil {
+		if v, err := c.Get(ctx, "baton:{nodes}:"+node).Result(); err == nil {
 			if at, err := time.Parse(time.RFC3339Nano, v); err == nil && !at.Before(since) {
 				return at
 			}

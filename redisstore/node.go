@@ -15,18 +15,33 @@ import (
 // sessions with a run of its in flight, which the others take over when
 // it dies.
 //
-// Keys: baton:node:ID (liveness, with a TTL of LeaseTTL), baton:node:ID:runs
-// (a set of session ids), baton:nodes (a set of node ids); channel
-// baton:node:ID:msgs.
+// Keys: baton:{nodes}:ID (liveness, with a TTL of LeaseTTL),
+// baton:{nodes}:ID:runs (a set of session ids), baton:{nodes} (a set of
+// node ids); channel baton:node:{ID}:msgs.
+//
+// In a Redis Cluster every node key lives in the one slot of the hash
+// tag {nodes}, so that a renewal, an adoption and a forgotten node stay
+// one atomic step over the keys of several nodes (renewScript, Adopted,
+// forgetScript). They are few and cold — a renewal per node every third
+// of the lease, a write per run started or ended, a hunt every few
+// seconds — next to the sessions' keys, which spread over every slot. A
+// node's channel is tagged with its own id instead, and sharded
+// (SPUBLISH, SSUBSCRIBE): a message goes to the one shard of its slot,
+// where PUBLISH would be broadcast to every node of the cluster.
 type Node struct {
 	rdb      redis.UniversalClient
 	lease    redis.UniversalClient // the renewals' (NodeOptions.LeaseClient)
 	id       string
 	ttl      time.Duration
 	replicas *replicaSet // NodeOptions.Replicas
+	// sharded: rdb is a Redis Cluster's, and the node's channel is
+	// sharded (SSUBSCRIBE, SPUBLISH).
+	sharded bool
 	// sub is the node's subscription to its channel, made by Join so that
-	// the node is never seen alive without it.
-	sub *redis.PubSub
+	// the node is never seen alive without it; on a cluster, made again
+	// where the channel's slot went when it moves (guarded by subMu).
+	subMu sync.Mutex
+	sub   *redis.PubSub
 
 	// held is the time until which the latest renewal holds the lease
 	// for sure (guarded by heldMu); renewed wakes watch when it moved
@@ -91,12 +106,14 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 		lease = rdb
 	}
 	n := &Node{rdb: rdb, lease: lease, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, hold: noHold}, stop: make(chan struct{}),
-		renewed: make(chan struct{}, 1), lapses: make(chan struct{}, 1), renewHook: opt.RenewHook}
-	n.sub = rdb.Subscribe(ctx, channel(id))
-	if _, err := n.sub.Receive(ctx); err != nil { // the subscription's confirmation
-		n.sub.Close()
-		return nil, fmt.Errorf("join the cluster: subscribe: %w", err)
+		renewed: make(chan struct{}, 1), lapses: make(chan struct{}, 1), renewHook: opt.RenewHook, sharded: clusterOf(rdb) != nil}
+	followSlots(clusterOf(rdb))
+	followSlots(clusterOf(lease))
+	sub, err := n.subscribe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("join the cluster: %w", err)
 	}
+	n.sub = sub
 	began, err := n.firstRenew(ctx)
 	if err != nil {
 		n.sub.Close()
@@ -108,11 +125,27 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 	return n, nil
 }
 
-func aliveKey(node string) string { return "baton:node:" + node }
-func runsKey(node string) string  { return "baton:node:" + node + ":runs" }
-func channel(node string) string  { return "baton:node:" + node + ":msgs" }
+func aliveKey(node string) string { return nodesKey + ":" + node }
+func runsKey(node string) string  { return nodesKey + ":" + node + ":runs" }
+func channel(node string) string  { return "baton:node:{" + node + "}:msgs" }
 
-const nodesKey = "baton:nodes"
+const nodesKey = "baton:{nodes}"
+
+// subscribe subscribes to the node's channel and waits for Redis to
+// confirm it.
+func (n *Node) subscribe(ctx context.Context) (*redis.PubSub, error) {
+	var sub *redis.PubSub
+	if n.sharded {
+		sub = n.rdb.SSubscribe(ctx, channel(n.id))
+	} else {
+		sub = n.rdb.Subscribe(ctx, channel(n.id))
+	}
+	if _, err := sub.Receive(ctx); err != nil {
+		sub.Close()
+		return nil, fmt.Errorf("subscribe to %s: %w", channel(n.id), err)
+	}
+	return sub, nil
+}
 
 // ID is the node's id.
 func (n *Node) ID() string { return n.id }
@@ -303,7 +336,11 @@ func (n *Node) Alive(ctx context.Context, node string) (bool, error) {
 // Send publishes msg on node's channel, reporting whether a subscriber
 // took it.
 func (n *Node) Send(ctx context.Context, node string, msg []byte) (bool, error) {
-	got, err := n.rdb.Publish(ctx, channel(node), msg).Result()
+	publish := n.rdb.Publish
+	if n.sharded {
+		publish = n.rdb.SPublish
+	}
+	got, err := publish(ctx, channel(node), msg).Result()
 	if err != nil {
 		return false, fmt.Errorf("send to %s: %w", node, err)
 	}
@@ -312,21 +349,94 @@ func (n *Node) Send(ctx context.Context, node string, msg []byte) (bool, error) 
 
 // Receive calls fn with each message sent to this node, in order, until
 // ctx is done or the node leaves. go-redis resubscribes by itself after a
-// network error. One Receive at a time.
+// network error; on a cluster, when the channel's slot moves to another
+// master (resharded, failed over), that master ends the subscription and
+// Receive subscribes again where the slot is now. A message sent between
+// the two finds no subscriber, and its sender is told so (Send). One
+// Receive at a time.
 func (n *Node) Receive(ctx context.Context, fn func([]byte)) error {
-	ch := n.sub.Channel()
+	for {
+		n.subMu.Lock()
+		sub := n.sub
+		n.subMu.Unlock()
+		if sub == nil {
+			return nil // left
+		}
+		moved, err := n.receive(ctx, sub, fn)
+		if err != nil || !moved {
+			return err
+		}
+		if !n.resubscribe(ctx, sub) {
+			return nil
+		}
+	}
+}
+
+// receive calls fn with the messages of sub until ctx is done or the node
+// leaves (moved false), or Redis ends the subscription (moved true).
+func (n *Node) receive(ctx context.Context, sub *redis.PubSub, fn func([]byte)) (moved bool, err error) {
+	ch := sub.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case <-n.stop:
-			return nil
+			return false, nil
 		case m, ok := <-ch:
 			if !ok {
-				return errors.New("subscription closed")
+				select {
+				case <-n.stop:
+					return false, nil // closed by Leave
+				default:
+				}
+				return false, errors.New("subscription closed")
 			}
-			fn([]byte(m.Payload))
+			switch m := m.(type) {
+			case *redis.Message:
+				fn([]byte(m.Payload))
+			case *redis.Subscription:
+				if m.Kind == "sunsubscribe" && m.Channel == channel(n.id) {
+					return true, nil
+				}
+			}
 		}
+	}
+}
+
+// resubscribe replaces old, a sharded subscription its master ended, with
+// one where the channel's slot is now, trying until it is made, ctx is
+// done or the node leaves (false).
+func (n *Node) resubscribe(ctx context.Context, old *redis.PubSub) bool {
+	retry := tailRetryMin
+	for {
+		if cc := clusterOf(n.rdb); cc != nil {
+			cc.ReloadState(ctx)
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		sub, err := n.subscribe(sctx)
+		cancel()
+		if err == nil {
+			n.subMu.Lock()
+			defer n.subMu.Unlock()
+			if n.sub != old { // left meanwhile
+				sub.Close()
+				return false
+			}
+			old.Close()
+			n.sub = sub
+			return true
+		}
+		t := time.NewTimer(retry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-n.stop:
+			t.Stop()
+			return false
+		}
+		retry = min(2*retry, tailRetryMax)
 	}
 }
 
@@ -444,7 +554,12 @@ func (n *Node) forget(ctx context.Context, node, session string) error {
 func (n *Node) Leave(ctx context.Context) error {
 	n.once.Do(func() { close(n.stop) })
 	n.wg.Wait()
-	n.sub.Close() // ends Receive
+	n.subMu.Lock()
+	if n.sub != nil {
+		n.sub.Close() // ends Receive
+		n.sub = nil
+	}
+	n.subMu.Unlock()
 	if err := n.rdb.Del(ctx, aliveKey(n.id)).Err(); err != nil {
 		return fmt.Errorf("leave the cluster: %w", err)
 	}

@@ -43,8 +43,8 @@ func TestAliveIsTheLease(t *testing.T) {
 				if err := srv.Client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 					t.Fatal(err)
 				}
-				subs, err := srv.Client(t).PubSubNumSub(ctx, "baton:node:"+n.ID()+":msgs").Result()
-				if err != nil || subs["baton:node:"+n.ID()+":msgs"] != 0 {
+				subs, err := srv.Client(t).PubSubNumSub(ctx, "baton:node:{"+n.ID()+"}:msgs").Result()
+				if err != nil || subs["baton:node:{"+n.ID()+"}:msgs"] != 0 {
 					t.Fatalf("subscribers %v (%v): the kill did not take; the test proves nothing", subs, err)
 				}
 			}},
@@ -79,10 +79,10 @@ func TestClaimOfAGoneSession(t *testing.T) {
 	ctx := context.Background()
 	rdb := srv.Client(t)
 	// A dead node: listed, with runs, and no lease.
-	if err := rdb.SAdd(ctx, "baton:nodes", "node_dead").Err(); err != nil {
+	if err := rdb.SAdd(ctx, "baton:{nodes}", "node_dead").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.SAdd(ctx, "baton:node:node_dead:runs", "gone", "gone too").Err(); err != nil {
+	if err := rdb.SAdd(ctx, "baton:{nodes}:node_dead:runs", "gone", "gone too").Err(); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := redisstore.NewCluster(ctx, srv.Client(t), redisstore.ClusterOptions{Capacity: 16})
@@ -99,12 +99,12 @@ func TestClaimOfAGoneSession(t *testing.T) {
 		if won, err := cl.Claim(ctx, id, "node_dead"); won || !errors.Is(err, orchestrator.ErrNoSession) {
 			t.Fatalf("Claim(%s) = %v, %v; want ErrNoSession", id, won, err)
 		}
-		listed, err := rdb.SIsMember(ctx, "baton:nodes", "node_dead").Result()
+		listed, err := rdb.SIsMember(ctx, "baton:{nodes}", "node_dead").Result()
 		if err != nil || listed != (i == 0) {
 			t.Errorf("after forgetting %q the dead node is listed: %v (%v), want %v", id, listed, err, i == 0)
 		}
 	}
-	if n, err := rdb.Exists(ctx, "baton:node:node_dead:runs").Result(); err != nil || n != 0 {
+	if n, err := rdb.Exists(ctx, "baton:{nodes}:node_dead:runs").Result(); err != nil || n != 0 {
 		t.Errorf("the dead node's runs set is still there (%d, %v)", n, err)
 	}
 	if orphans, err := cl.Orphans(ctx); err != nil || len(orphans) != 0 {

@@ -158,7 +158,9 @@ const tailBatch = 256
 // seq Redis holds.
 //
 // The Store's Tails share one connection, blocked in one XREAD for all of
-// them (tails.go), when Options.TailClient is a *redis.Client; fn runs on
+// them (tails.go), when Options.TailClient is a *redis.Client, and one
+// reader per master (shardtails.go) when it is a *redis.ClusterClient;
+// fn runs on
 // Tail's goroutine, and a slow fn holds up no other Tail. A session
 // without a new entry for Options.TailBlock is checked (still there,
 // still holding what follows). ErrClosed once the Store closes.
@@ -182,9 +184,9 @@ func (s *Store) Tail(ctx context.Context, id string, after uint64, fn func([]buf
 	if s.tails != nil {
 		return s.tailShared(ctx, id, after, checkAt, fn)
 	}
-	// A cluster client: XREAD cannot span sessions in other slots, so
-	// this Tail blocks on a connection of its own, for up to TailBlock at
-	// a time (it notices a done ctx that much late).
+	// Another client (a ring, say): this Tail blocks on a connection of
+	// its own, for up to TailBlock at a time (it notices a done ctx that
+	// much late).
 	check := func() error { return checkAt(after) }
 	for {
 		if err := ctx.Err(); err != nil {

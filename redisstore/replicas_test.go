@@ -236,7 +236,7 @@ func TestJoinWaitsForReplica(t *testing.T) {
 		joined <- err
 	}()
 	eventually(t, "the master holding the joining node's lease", func(ctx context.Context) error {
-		if n, err := c.Exists(ctx, "baton:node:waiting").Result(); err != nil || n != 1 {
+		if n, err := c.Exists(ctx, "baton:{nodes}:waiting").Result(); err != nil || n != 1 {
 			return fmt.Errorf("exists %d, %v", n, err)
 		}
 		return nil

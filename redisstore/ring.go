@@ -48,8 +48,10 @@ type Ring struct {
 	s    *Store
 	id   string
 	keys [2]string
-	mem  *buffer.Memory
-	cb   Callbacks
+	// scriptKeys are the append script's keys (job.scriptKeys).
+	scriptKeys []string
+	mem        *buffer.Memory
+	cb         Callbacks
 	// maxPending is the backlog past which the ring is lost.
 	maxPending int
 
@@ -151,7 +153,7 @@ func (s *Store) newRing(id string, mem *buffer.Memory, cb Callbacks) *Ring {
 		maxPending = max(2*mem.Cap(), minMaxPending)
 	}
 	return &Ring{
-		s: s, id: id, keys: keysOf(id), mem: mem, cb: cb,
+		s: s, id: id, keys: keysOf(id), scriptKeys: s.scriptKeys(id), mem: mem, cb: cb,
 		maxPending: maxPending,
 	}
 }

@@ -138,8 +138,12 @@ return 1
 // reset, every part is removed first; then the parts set are set and
 // the parts removed are removed. A transition thus writes what changed.
 //
-// KEYS: meta, events. ARGV: node, ttl (ms, 0 = none), cap, from seq,
-// c(from), ack (0 = none), has checkpoint ("1"/"0"), reset ("1"/"0"),
+// On a Redis Cluster it also wakes the session's tails: while its tail
+// key exists (tailKey: a reader follows the session, shardtails.go), it
+// publishes the new last seq on the sharded channel of the same name.
+//
+// KEYS: meta, events, and on a cluster the tail key. ARGV: node, ttl (ms,
+// 0 = none), cap, from seq, c(from), ack (0 = none), has checkpoint ("1"/"0"), reset ("1"/"0"),
 // checkpoint seq, the number of parts set (s), the number of parts
 // removed (d), then s pairs of field and value, then d fields, then per
 // event: seq, data, c(seq) — seqs from+1 on.
@@ -214,6 +218,9 @@ if ARGV[7] == '1' then
 end
 if #h > 0 then redis.call('HSET', meta, unpack(h)) end
 expire(meta, events, tonumber(ARGV[2]))
+if KEYS[3] and n > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('SPUBLISH', KEYS[3], last)
+end
 return last
 `)
 

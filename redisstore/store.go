@@ -85,13 +85,14 @@ type Options struct {
 	// entries; it bounds how late Tail notices its ctx is done. Defaults
 	// to 1 second.
 	TailBlock time.Duration
-	// TailClient is the client Tail's blocking reads use. When it is a
+	// TailClient is the client Tail's reads use. When it is a
 	// *redis.Client, every Tail of the Store shares one of its
 	// connections, blocked in one XREAD for all of them, and its pool
-	// answers the Tails' other reads; otherwise (a cluster client) each
-	// running Tail holds one of its pooled connections, so give Tail its
-	// own client when many tails would starve the writer of the store's
-	// pool. Defaults to the store's client.
+	// answers the Tails' other reads; a *redis.ClusterClient has one
+	// reader per master (shardtails.go); with another client each running
+	// Tail holds one of its pooled connections. Give Tail its own client
+	// when its reads would queue the writer behind them. Defaults to the
+	// store's client.
 	TailClient redis.UniversalClient
 }
 
@@ -113,11 +114,29 @@ type Store struct {
 	exited   bool       // the writer returned: nothing more is written
 	written  stats
 	replicas replicaSet // what a write needs to count (Options.Replicas)
+	// shardReplicas is replicas per master, on a cluster (writeShards).
+	shardReplicas shardReplicas
 
-	// tails is the one reader of every Tail's stream (tails.go), when
+	// tails reads every Tail's stream: one reader (tails.go) when
 	// Options.TailClient is a *redis.Client (a single server or a
-	// Sentinel's master); else each Tail reads on its own connection.
-	tails *tails
+	// Sentinel's master), one per master (shardtails.go) when it is a
+	// *redis.ClusterClient; nil otherwise (each Tail reads on its own).
+	tails tailReader
+}
+
+// tailReader is what Tail's subscriptions read through: tails or
+// shardTails.
+type tailReader interface {
+	// subscribe adds sub and has its session read at once; ErrClosed
+	// once the Store is closing.
+	subscribe(sub *tailSub) error
+	unsubscribe(sub *tailSub)
+	// resume has sub's session read again: sub was paused, and its Tail
+	// has emptied its mailbox.
+	resume(sub *tailSub)
+	// close stops the readers and waits for them; the Store's stop is
+	// closed.
+	close()
 }
 
 // stats counts the writer's work (atomics: read by Stats).
@@ -166,17 +185,23 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 		opt.TailClient = client
 	}
 	s := &Store{
-		replicas: replicaSet{min: opt.Replicas, hold: opt.ReplicaHold},
-		client:   client,
-		opt:      opt,
-		log:      opt.Logger.With("node", opt.Node),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		wake:     make(chan struct{}, 1),
+		replicas:      replicaSet{min: opt.Replicas, hold: opt.ReplicaHold},
+		shardReplicas: shardReplicas{min: opt.Replicas, hold: opt.ReplicaHold},
+		client:        client,
+		opt:           opt,
+		log:           opt.Logger.With("node", opt.Node),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+		wake:          make(chan struct{}, 1),
 	}
-	if c, ok := opt.TailClient.(*redis.Client); ok {
+	switch c := opt.TailClient.(type) {
+	case *redis.Client:
 		s.tails = &tails{s: s, client: c, wakeup: make(chan struct{}, 1)}
+	case *redis.ClusterClient:
+		followSlots(c)
+		s.tails = &shardTails{s: s, cc: c}
 	}
+	followSlots(clusterOf(client))
 	go s.run() // owned by s: Close waits for done
 	return s, nil
 }
@@ -327,6 +352,20 @@ func (s *Store) Lookup(ctx context.Context, id string) (Info, error) {
 // keysOf returns a session's meta and events keys.
 func keysOf(id string) [2]string {
 	return [2]string{"baton:{" + id + "}:meta", "baton:{" + id + "}:events"}
+}
+
+// tailKey is the key whose presence has the append script wake a
+// cluster's tails of session id, and the sharded channel it wakes them
+// on (shardtails.go): baton:{ID}:tail, in the session's slot.
+func tailKey(id string) string { return "baton:{" + id + "}:tail" }
+
+// scriptKeys are the append script's keys for session id.
+func (s *Store) scriptKeys(id string) []string {
+	k := keysOf(id)
+	if clusterOf(s.client) != nil {
+		return []string{k[0], k[1], tailKey(id)}
+	}
+	return k[:]
 }
 
 // infoFields are the meta hash's fields Lookup reads (not the checkpoint,

@@ -302,16 +302,7 @@ func (t *tails) positions(connected bool) (streams, ids []string, from map[strin
 		t.gen++
 	}
 	for id, subs := range t.subs {
-		var low uint64
-		found := false
-		for sub := range subs {
-			sub.mu.Lock()
-			if !sub.paused && sub.err == nil && (!found || sub.after < low) {
-				low, found = sub.after, true
-			}
-			sub.mu.Unlock()
-		}
-		if found {
+		if low, found := lowest(subs); found {
 			key := keysOf(id)[1]
 			streams = append(streams, key)
 			ids = append(ids, strconv.FormatUint(low, 10)+"-0")
@@ -319,6 +310,19 @@ func (t *tails) positions(connected bool) (streams, ids []string, from map[strin
 		}
 	}
 	return streams, ids, from, true
+}
+
+// lowest is the lowest position of subs not paused nor ended; found is
+// false when there is none. The caller holds the lock that guards subs.
+func lowest(subs map[*tailSub]struct{}) (low uint64, found bool) {
+	for sub := range subs {
+		sub.mu.Lock()
+		if !sub.paused && sub.err == nil && (!found || sub.after < low) {
+			low, found = sub.after, true
+		}
+		sub.mu.Unlock()
+	}
+	return low, found
 }
 
 // deliver hands a stream's entries, read after from[stream], to its
@@ -329,10 +333,16 @@ func (t *tails) deliver(st redis.XStream, from map[string]uint64) {
 	if !ok || !known {
 		return
 	}
-	entries, err := parseEntries(st.Messages)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for sub := range t.subs[id] {
+	deliverTo(t.subs[id], id, read, st.Messages)
+}
+
+// deliverTo hands subs, the subscriptions of session id, its entries
+// read after read; the caller holds the lock that guards subs.
+func deliverTo(subs map[*tailSub]struct{}, id string, read uint64, msgs []redis.XMessage) {
+	entries, err := parseEntries(msgs)
+	for sub := range subs {
 		if err != nil {
 			sub.mu.Lock()
 			if sub.err == nil {
@@ -376,6 +386,9 @@ func (t *tails) stopped() {
 	t.mu.Unlock()
 }
 
+// resume reads again, sub's session among the others.
+func (t *tails) resume(*tailSub) { t.kick() }
+
 // close stops the reader and waits for it; the Store's stop is closed.
 func (t *tails) close() {
 	t.kick()
@@ -407,7 +420,7 @@ func (s *Store) tailShared(ctx context.Context, id string, after uint64, check f
 		case <-sub.wake:
 			mail, err, unpaused := sub.take()
 			if unpaused {
-				s.tails.kick()
+				s.tails.resume(sub)
 			}
 			if len(mail) > 0 {
 				if err := fn(mail); err != nil {

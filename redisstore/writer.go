@@ -129,18 +129,28 @@ func (s *Store) write(jobs []job) (failed bool) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), min(writeTimeout, s.opt.GiveUpAfter))
 	defer cancel()
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(jobs))
-	for i, j := range jobs {
-		cmds[i] = appendScript.EvalSha(ctx, pipe, j.r.keys[:], j.args()...)
+	var cmds []*redis.Cmd
+	var unreplicated []error // by job: why its replicas do not count it yet
+	if cc := clusterOf(s.client); cc != nil && s.opt.Replicas > 0 {
+		cmds, unreplicated = s.writeShards(ctx, cc, jobs)
+	} else {
+		pipe := s.client.Pipeline()
+		cmds = make([]*redis.Cmd, len(jobs))
+		for i, j := range jobs {
+			cmds[i] = appendScript.EvalSha(ctx, pipe, j.scriptKeys(), j.args()...)
+		}
+		replicas := s.replicas.queue(ctx, pipe, replicaWait)
+		_, _ = pipe.Exec(ctx) // each command's error is read below
+		err := replicas.check()
+		unreplicated = make([]error, len(jobs))
+		for i := range unreplicated {
+			unreplicated[i] = err
+		}
 	}
-	replicas := s.replicas.queue(ctx, pipe, replicaWait)
-	_, _ = pipe.Exec(ctx) // each command's error is read below
-	unreplicated := replicas.check()
 	s.written.roundTrips.Add(1)
 	s.written.scripts.Add(uint64(len(jobs)))
 
-	noScript := false
+	noScript, redirects := false, false
 	var firstErr error
 	// fail ends j's flight on err: the session is lost when Redis refused
 	// the write for good (scriptError), else the flight waits for a retry.
@@ -160,10 +170,10 @@ func (s *Store) write(jobs []job) (failed bool) {
 	for i, j := range jobs {
 		err := cmds[i].Err()
 		switch {
-		case err == nil && unreplicated != nil:
+		case err == nil && unreplicated[i] != nil:
 			// The master has it, too few replicas do: a failover could
 			// lose it. Send it again (the script skips what is there).
-			fail(j, unreplicated)
+			fail(j, unreplicated[i])
 		case err == nil:
 			s.written.entries.Add(uint64(len(j.r.flight.events)))
 			j.r.written()
@@ -180,6 +190,11 @@ func (s *Store) write(jobs []job) (failed bool) {
 			// again; the script had not run.
 			noScript = true
 			j.r.retry(nil, began)
+		case redirected(err):
+			// A cluster's slot moved, or is moving (writeShards): send it
+			// again once the slot map is reloaded. The script had not run.
+			redirects = true
+			j.r.retry(nil, began)
 		default:
 			fail(j, err)
 		}
@@ -193,8 +208,12 @@ func (s *Store) write(jobs []job) (failed bool) {
 	if failed {
 		s.log.Warn("redisstore: write failed, retrying", "sessions", len(jobs), "err", firstErr)
 	}
-	return failed
+	return failed || redirects
 }
+
+// scriptKeys are the keys of the append script for j's session: meta and
+// events, and on a cluster its tail wake (tailKey).
+func (j job) scriptKeys() []string { return j.r.scriptKeys }
 
 // abandon ends writing when the writer returns: rings still waiting are
 // lost (ErrClosed) without a callback, and enqueue refuses from now on.

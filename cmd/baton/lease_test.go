@@ -91,15 +91,15 @@ func TestClusterGoneOrphanForgotten(t *testing.T) {
 	// and in A's log, written after).
 	dead := func(node, session string) {
 		t.Helper()
-		if err := rdb.SAdd(ctx, "baton:node:"+node+":runs", session).Err(); err != nil {
+		if err := rdb.SAdd(ctx, "baton:{nodes}:"+node+":runs", session).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rdb.SAdd(ctx, "baton:nodes", node).Err(); err != nil {
+		if err := rdb.SAdd(ctx, "baton:{nodes}", node).Err(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, node+" forgotten", func() bool {
-			listed, err := rdb.SIsMember(ctx, "baton:nodes", node).Result()
-			runs, err2 := rdb.Exists(ctx, "baton:node:"+node+":runs").Result()
+			listed, err := rdb.SIsMember(ctx, "baton:{nodes}", node).Result()
+			runs, err2 := rdb.Exists(ctx, "baton:{nodes}:"+node+":runs").Result()
 			return err == nil && err2 == nil && !listed && runs == 0 && forgotten(session) > 0
 		})
 	}

@@ -306,20 +306,29 @@ const joinTimeout = 20 * time.Second
 // master of a Sentinel setup) and joins the cluster of Batons using it, as
 // copt says, and returns its client too.
 func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, log *slog.Logger) (cl *redisstore.Cluster, closeCluster func() error,
-	rdb *redis.Client, err error) {
+	rdb redis.UniversalClient, err error) {
 	rc, err := parseRedisURL(c.redisURL)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w (want %s)", c.src("redis-url"), err, redisURLForms)
 	}
 	logRedisTo(log)
-	rdb = rc.client()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if rc, err = reach(pctx, rc); err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", c.src("redis-url"), err)
+	}
+	rdb = rc.client()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
 		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", rc, err)
 	}
-	copt.Failover = rc.failover
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		if rc.replicated, err = everyMasterReplicated(pctx, cc); err != nil {
+			rdb.Close()
+			return nil, nil, nil, fmt.Errorf("ask %s for its nodes: %w", rc, err)
+		}
+	}
+	copt.Failover, copt.Shards = rc.failover, rc.cluster
 	copt.Replicas = c.replicasFor(rc)
 	// Joining may wait for the replicas to hold the first lease renewal
 	// (--redis-replicas): after a failover, until the old master is back

@@ -84,7 +84,7 @@ func TestClusterResyncNeverAheadOfStore(t *testing.T) {
 	if err := rdb.Rename(ctx, stash, events).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "A's lease to lapse", func() bool { return rdb.Exists(ctx, "baton:node:"+owner).Val() == 0 })
+	eventually(t, "A's lease to lapse", func() bool { return rdb.Exists(ctx, "baton:{nodes}:"+owner).Val() == 0 })
 
 	r = resume(t, "http://"+b.addr, hello, held, heldSum)
 	var m wsproto.Connected

@@ -48,7 +48,7 @@ func TestClusterTTLSurvivesTakeover(t *testing.T) {
 			})
 			a.kill(t)
 			eventually(t, "A's lease to lapse", func() bool {
-				return rdb.Exists(ctx, "baton:node:"+owner).Val() == 0
+				return rdb.Exists(ctx, "baton:{nodes}:"+owner).Val() == 0
 			})
 			// The time away is the thing under test: nothing to wait for
 			// but the clock.
