@@ -57,6 +57,9 @@ type ClusterOptions struct {
 	// run acted on, or a lease renewal. Zero (the default): the master's
 	// reply counts.
 	Replicas int
+	// EveryReplica is Options.EveryReplica (and NodeOptions'): set it on a
+	// Redis Cluster with a replica per master.
+	EveryReplica bool
 	// Failover, when rdb is a failover client (redis.NewFailoverClient),
 	// is the options it was made with: the tails' client is then a
 	// failover client of its own, which follows the master through a
@@ -86,13 +89,13 @@ func NewCluster(ctx context.Context, rdb redis.UniversalClient, opt ClusterOptio
 	tails := ownClient(rdb, opt, 1<<14, false)
 	id := "node_" + uuid.NewString()
 	store, err := New(rdb, Options{Node: id, Logger: opt.Logger, TailClient: tails, TTL: opt.TTL,
-		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter, Replicas: opt.Replicas})
+		SessionTTL: opt.SessionTTL, GiveUpAfter: opt.GiveUpAfter, Replicas: opt.Replicas, EveryReplica: opt.EveryReplica})
 	if err != nil {
 		tails.Close()
 		return nil, err
 	}
 	lease := ownClient(rdb, opt, 2, true)
-	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas, LeaseClient: lease,
+	node, err := Join(ctx, rdb, id, NodeOptions{LeaseTTL: opt.LeaseTTL, Replicas: opt.Replicas, EveryReplica: opt.EveryReplica, LeaseClient: lease,
 		RenewHook: opt.RenewHook})
 	if err != nil {
 		store.Close()

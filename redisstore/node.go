@@ -81,6 +81,8 @@ type NodeOptions struct {
 	// a hold would have every node's lease lapse whenever a replica
 	// restarts.
 	Replicas int
+	// EveryReplica is Options.EveryReplica for the renewals.
+	EveryReplica bool
 	// LeaseClient, if set, is the client the renewals go through: a
 	// client of the same Redis with a pool of its own (NewCluster's holds
 	// two connections), so that a renewal never queues for a connection
@@ -105,7 +107,7 @@ func Join(ctx context.Context, rdb redis.UniversalClient, id string, opt NodeOpt
 	if lease == nil {
 		lease = rdb
 	}
-	n := &Node{rdb: rdb, lease: lease, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, hold: noHold}, stop: make(chan struct{}),
+	n := &Node{rdb: rdb, lease: lease, id: id, ttl: opt.LeaseTTL, replicas: &replicaSet{min: opt.Replicas, every: opt.EveryReplica, hold: noHold}, stop: make(chan struct{}),
 		renewed: make(chan struct{}, 1), lapses: make(chan struct{}, 1), renewHook: opt.RenewHook, sharded: clusterOf(rdb) != nil}
 	followSlots(clusterOf(rdb))
 	followSlots(clusterOf(lease))

@@ -41,8 +41,11 @@ var ErrUnreplicated = errors.New("redisstore: too few replicas acknowledged the 
 // acknowledges and that the promotion has already lost (seen in
 // baton-chaos: one tool call repeated in ten minutes of failovers).
 type replicaSet struct {
-	min  int
-	hold time.Duration // 0: replicaHold; noHold: none
+	min int
+	// every: wait for every replica listed even with min 0
+	// (Options.EveryReplica).
+	every bool
+	hold  time.Duration // 0: replicaHold; noHold: none
 
 	mu     sync.Mutex
 	listed int       // replicas the last INFO listed
@@ -76,6 +79,9 @@ func (rs *replicaSet) need(listed int, now time.Time) int {
 	return max(rs.min, rs.peak)
 }
 
+// waits reports whether writes wait for replicas at all.
+func (rs *replicaSet) waits() bool { return rs.min > 0 || rs.every }
+
 // waitFor is how many replicas the next WAIT waits for.
 func (rs *replicaSet) waitFor() int {
 	rs.mu.Lock()
@@ -93,7 +99,7 @@ type replicaRound struct {
 // timeout bounds the WAIT. With min 0 it queues nothing, and check
 // passes.
 func (rs *replicaSet) queue(ctx context.Context, p redis.Pipeliner, timeout time.Duration) replicaRound {
-	if rs.min <= 0 {
+	if !rs.waits() {
 		return replicaRound{}
 	}
 	want := rs.waitFor()

@@ -125,8 +125,9 @@ func redirected(err error) bool {
 
 // shardReplicas is a replicaSet per master, for a cluster's WAITs.
 type shardReplicas struct {
-	min  int
-	hold time.Duration
+	min   int
+	every bool
+	hold  time.Duration
 
 	mu   sync.Mutex
 	sets map[string]*replicaSet // by master address
@@ -140,7 +141,7 @@ func (sr *shardReplicas) of(addr string) *replicaSet {
 	}
 	rs := sr.sets[addr]
 	if rs == nil {
-		rs = &replicaSet{min: sr.min, hold: sr.hold}
+		rs = &replicaSet{min: sr.min, every: sr.every, hold: sr.hold}
 		sr.sets[addr] = rs
 	}
 	return rs

@@ -74,6 +74,14 @@ type Options struct {
 	// the store holds) and counts as a failure toward GiveUpAfter. Zero
 	// (the default): the master's reply counts.
 	Replicas int
+	// EveryReplica has a write count once every replica its master lists
+	// holds it, as Replicas does, but with none needed: a master with no
+	// replica (a promoted one, until its old master is back as its
+	// replica) counts its own reply. For a Redis Cluster, where a failover
+	// leaves the promoted master alone with one replica per master, and
+	// Replicas 1 would stall its writes until it has one again. Defaults
+	// to false.
+	EveryReplica bool
 	// ReplicaHold is how long, with Replicas, a replica that left the
 	// master's list is still waited for (a failover begins by detaching
 	// the replica it promotes). Defaults to 5 seconds.
@@ -185,8 +193,8 @@ func New(client redis.UniversalClient, opt Options) (*Store, error) {
 		opt.TailClient = client
 	}
 	s := &Store{
-		replicas:      replicaSet{min: opt.Replicas, hold: opt.ReplicaHold},
-		shardReplicas: shardReplicas{min: opt.Replicas, hold: opt.ReplicaHold},
+		replicas:      replicaSet{min: opt.Replicas, every: opt.EveryReplica, hold: opt.ReplicaHold},
+		shardReplicas: shardReplicas{min: opt.Replicas, every: opt.EveryReplica, hold: opt.ReplicaHold},
 		client:        client,
 		opt:           opt,
 		log:           opt.Logger.With("node", opt.Node),

@@ -131,7 +131,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 	defer cancel()
 	var cmds []*redis.Cmd
 	var unreplicated []error // by job: why its replicas do not count it yet
-	if cc := clusterOf(s.client); cc != nil && s.opt.Replicas > 0 {
+	if cc := clusterOf(s.client); cc != nil && s.replicas.waits() {
 		cmds, unreplicated = s.writeShards(ctx, cc, jobs)
 	} else {
 		pipe := s.client.Pipeline()

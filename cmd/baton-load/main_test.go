@@ -25,6 +25,7 @@ import (
 	"github.com/baton-run/baton/planner"
 	"github.com/baton-run/baton/redisstore"
 	"github.com/baton-run/baton/solver"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
@@ -188,32 +189,58 @@ func TestLoadCatchesABrokenServer(t *testing.T) {
 	}
 }
 
-// TestLoadAcrossTwoNodes: two Batons share a real Redis (--store redis);
-// sessions start on either, and every drop resumes on the other one, which
-// serves it from the store and forwards its commands to the owner. Not one
+// TestLoadAcrossTwoNodes: two Batons share a real Redis (--store redis) —
+// one server, or a 3-master Redis Cluster with a replica each; sessions
+// start on either, and every drop resumes on the other one, which serves
+// it from the store and forwards its commands to the owner. Not one
 // event may be lost, repeated or reordered.
 func TestLoadAcrossTwoNodes(t *testing.T) {
-	rds := redistest.Start(t)
-	var urls []string
-	for range 2 {
-		rdb := rds.Client(t)
-		cl, err := redisstore.NewCluster(t.Context(), rdb, redisstore.ClusterOptions{Capacity: buffer.DefaultCapacity})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cl.Close() }) // after the server's Close (cleanups run last first)
-		urls = append(urls, batonWith(t, orchestrator.Options{Cluster: cl}))
+	// Each start returns a way to make a node's client of a Redis it
+	// started, and the node's options for it.
+	type nodeClient func() (redis.UniversalClient, redisstore.ClusterOptions)
+	for _, tt := range []struct {
+		name  string
+		start func(t *testing.T) nodeClient
+	}{
+		{"one server", func(t *testing.T) nodeClient {
+			rds := redistest.Start(t)
+			return func() (redis.UniversalClient, redisstore.ClusterOptions) {
+				return rds.Client(t), redisstore.ClusterOptions{}
+			}
+		}},
+		{"a cluster", func(t *testing.T) nodeClient {
+			rc := redistest.StartCluster(t, 3, 1)
+			return func() (redis.UniversalClient, redisstore.ClusterOptions) {
+				cc := rc.Client(t)
+				return cc, redisstore.ClusterOptions{Shards: cc.Options(), Replicas: 1}
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := tt.start(t)
+			var urls []string
+			for range 2 {
+				rdb, opt := client()
+				opt.Capacity = buffer.DefaultCapacity
+				cl, err := redisstore.NewCluster(t.Context(), rdb, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cl.Close() }) // after the server's Close (cleanups run last first)
+				urls = append(urls, batonWith(t, orchestrator.Options{Cluster: cl}))
+			}
+			rep, err := load(t, "-url", urls[0], "-url", urls[1], "-resume-elsewhere", "-sessions", "20", "-runs", "3",
+				"-ramp", "200ms", "-drop-rate", "120", "-ack-every", "7")
+			if err != nil || rep.ViolationsNum != 0 {
+				t.Fatalf("run: %v; violations %v", err, rep.Violations)
+			}
+			if rep.Runs != 20*3 || rep.Drops == 0 || rep.Resumes == 0 {
+				t.Errorf("report %+v: want 60 runs, drops and resumes", rep)
+			}
+			t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, p99 %.2fms",
+				rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
+		})
 	}
-	rep, err := load(t, "-url", urls[0], "-url", urls[1], "-resume-elsewhere", "-sessions", "20", "-runs", "3",
-		"-ramp", "200ms", "-drop-rate", "120", "-ack-every", "7")
-	if err != nil || rep.ViolationsNum != 0 {
-		t.Fatalf("run: %v; violations %v", err, rep.Violations)
-	}
-	if rep.Runs != 20*3 || rep.Drops == 0 || rep.Resumes == 0 {
-		t.Errorf("report %+v: want 60 runs, drops and resumes", rep)
-	}
-	t.Logf("%d runs, %d events, %d drops, %d resumes, %d resyncs, p99 %.2fms",
-		rep.Runs, rep.Events, rep.Drops, rep.Resumes, rep.Resyncs, rep.LatencyP99MS)
 }
 
 // TestLoadCannotConnect: with nothing listening at the URL the tool says

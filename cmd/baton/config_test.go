@@ -157,25 +157,30 @@ func TestEnvironmentConfigures(t *testing.T) {
 }
 
 // TestRedisReplicas: --redis-replicas defaults to 1 on a Sentinel URL,
-// whose failover would lose what the replica had not yet, and to 0 on one
-// server; set, from the flag or the environment, it is what it says.
+// whose failover would lose what the replica had not yet; on a cluster to
+// every replica of the master, none needed; and to 0 on one server. Set,
+// from the flag or the environment, it is what it says.
 func TestRedisReplicas(t *testing.T) {
 	t.Parallel()
 	const (
 		one      = "redis://127.0.0.1:6379/0"
 		sentinel = "redis://127.0.0.1:26379/0?master_name=m"
+		cluster  = "redis://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002"
 	)
 	for _, tt := range []struct {
-		name string
-		args []string
-		env  map[string]string
-		want int
+		name  string
+		args  []string
+		env   map[string]string
+		want  int
+		every bool
 	}{
 		{name: "one server", args: []string{"--redis-url", one}, want: 0},
 		{name: "sentinel", args: []string{"--redis-url", sentinel}, want: 1},
 		{name: "sentinel, none asked for", args: []string{"--redis-url", sentinel, "--redis-replicas", "0"}, want: 0},
 		{name: "sentinel, two from the environment", args: []string{"--redis-url", sentinel}, env: map[string]string{"BATON_REDIS_REPLICAS": "2"}, want: 2},
 		{name: "one server, one asked for", args: []string{"--redis-url", one, "--redis-replicas", "1"}, want: 1},
+		{name: "cluster", args: []string{"--redis-url", cluster}, want: 0, every: true},
+		{name: "cluster, one asked for", args: []string{"--redis-url", cluster, "--redis-replicas", "1"}, want: 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := parseConfig(append([]string{"--store", "redis"}, tt.args...), func(k string) string { return tt.env[k] }, &strings.Builder{})
@@ -186,8 +191,8 @@ func TestRedisReplicas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := c.replicasFor(rc); got != tt.want {
-				t.Errorf("replicas %d, want %d", got, tt.want)
+			if got, every := c.replicasFor(rc); got != tt.want || every != tt.every {
+				t.Errorf("replicas %d (every %v), want %d (every %v)", got, every, tt.want, tt.every)
 			}
 		})
 	}

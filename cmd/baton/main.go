@@ -322,14 +322,8 @@ func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, 
 		rdb.Close()
 		return nil, nil, nil, fmt.Errorf("reach Redis at %s: %w", rc, err)
 	}
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		if rc.replicated, err = everyMasterReplicated(pctx, cc); err != nil {
-			rdb.Close()
-			return nil, nil, nil, fmt.Errorf("ask %s for its nodes: %w", rc, err)
-		}
-	}
 	copt.Failover, copt.Shards = rc.failover, rc.cluster
-	copt.Replicas = c.replicasFor(rc)
+	copt.Replicas, copt.EveryReplica = c.replicasFor(rc)
 	// Joining may wait for the replicas to hold the first lease renewal
 	// (--redis-replicas): after a failover, until the old master is back
 	// as a replica. Redis answers meanwhile: wait rather than exit.

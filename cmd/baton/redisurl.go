@@ -21,8 +21,6 @@ type redisConn struct {
 	failover *redis.FailoverOptions // or a Sentinel setup
 	cluster  *redis.ClusterOptions  // or a Redis Cluster
 	url      string                 // --redis-url, for a cluster found by asking (asCluster)
-	// replicated: a cluster whose every master has a replica (replicasFor).
-	replicated bool
 }
 
 // parseRedisURL reads --redis-url: a URL with a master_name parameter
@@ -133,44 +131,23 @@ func (rc redisConn) String() string {
 	return rc.single.Addr
 }
 
-// replicasFor is --redis-replicas, or when it was left unset 1 for a
-// Sentinel setup or a Redis Cluster whose every master has a replica,
-// whose failover would otherwise lose what the master acknowledged and
-// the replica had not yet, and 0 for one server (or a cluster without
-// replicas, which has no failover).
-func (c config) replicasFor(rc redisConn) int {
-	if _, set := c.from["redis-replicas"]; set || (rc.failover == nil && !rc.replicated) {
-		return c.redisReplicas
+// replicasFor is --redis-replicas (min), or when it was left unset: 1
+// for a Sentinel setup, whose failover would otherwise lose what the
+// master acknowledged and the replica had not yet; every replica the
+// master lists (every), none needed, for a Redis Cluster, whose failover
+// leaves the promoted master without a replica until its old master is
+// back (redisstore.Options.EveryReplica); 0 for one server.
+func (c config) replicasFor(rc redisConn) (min int, every bool) {
+	if _, set := c.from["redis-replicas"]; set {
+		return c.redisReplicas, false
 	}
-	return 1
-}
-
-// everyMasterReplicated reports whether every master of the cluster
-// serving slots has at least one replica (CLUSTER NODES).
-func everyMasterReplicated(ctx context.Context, cc *redis.ClusterClient) (bool, error) {
-	text, err := cc.ClusterNodes(ctx).Result()
-	if err != nil {
-		return false, fmt.Errorf("CLUSTER NODES: %w", err)
+	switch {
+	case rc.failover != nil:
+		return 1, false
+	case rc.cluster != nil:
+		return 0, true
 	}
-	masters, replicated := map[string]bool{}, map[string]bool{}
-	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 || strings.Contains(f[2], "fail") {
-			continue
-		}
-		switch {
-		case strings.Contains(f[2], "master") && len(f) > 8:
-			masters[f[0]] = true
-		case strings.Contains(f[2], "slave") || strings.Contains(f[2], "replica"):
-			replicated[f[3]] = true
-		}
-	}
-	for id := range masters {
-		if !replicated[id] {
-			return false, nil
-		}
-	}
-	return len(masters) > 0, nil
+	return c.redisReplicas, false
 }
 
 // reach finds out what rc names when it names one server: a node of a

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-run/baton/client"
+	"github.com/baton-run/baton/internal/redistest"
+	"github.com/baton-run/baton/wsproto"
+)
+
+// Baton on a Redis Cluster (issue 33): two Baton processes on a real
+// cluster of three masters, each with a replica; mid-run the cluster
+// fails as it does in production, or a Baton node dies, and the run
+// goes on, a resume works on either node, and the client gets every event
+// once and in order.
+
+// TestRedisClusterFaults: a run of four slow tasks on A; once t1 is done
+// the fault strikes, the client drops and resumes on B, and the run ends
+// with every task completed once (t1 not run again), through B.
+func TestRedisClusterFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// fault strikes the cluster or the nodes; session is the run's.
+		fault func(t *testing.T, rc *redistest.Cluster, a *node, session string)
+		// takeover: B must take the session over.
+		takeover bool
+	}{
+		{name: "the session's master killed", fault: func(t *testing.T, rc *redistest.Cluster, _ *node, session string) {
+			masterOf(t, rc, session).Kill(t) // its replica is promoted by the cluster itself
+		}},
+		{name: "a manual failover of the session's master", fault: func(t *testing.T, rc *redistest.Cluster, _ *node, session string) {
+			replica := replicaOf(t, rc, masterOf(t, rc, session))
+			if err := replica.Client(t).Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
+				t.Fatalf("CLUSTER FAILOVER: %v", err)
+			}
+		}},
+		{name: "the session's slot migrated", fault: func(t *testing.T, rc *redistest.Cluster, _ *node, session string) {
+			from := masterOf(t, rc, session)
+			var to *redistest.Server
+			for _, m := range rc.Masters(t) {
+				if m != from {
+					to = m
+					break
+				}
+			}
+			moveSlot(t, rc, slotOf(t, rc, session), from, to)
+		}},
+		{name: "the owner killed", takeover: true, fault: func(t *testing.T, _ *redistest.Cluster, a *node, _ string) {
+			a.kill(t)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := redistest.StartCluster(t, 3, 1)
+			// A is given the cluster's URL, B one node's: it asks that
+			// node and finds the cluster.
+			a := startNode(t, "A", "127.0.0.1:0", rc.URL())
+			b := startNode(t, "B", "127.0.0.1:0", rc.Nodes[len(rc.Nodes)-1].URL())
+			ctx := context.Background()
+
+			seqs := newSeqLog()
+			cl := clusterClient(t, ctx, []string{a.url(), b.url()}, client.Options{AckEvery: 3, OnConfirm: client.AgreeAll, OnEvent: seqs.add})
+			if err := cl.SolveTasks(ctx, slowTasks(4)); err != nil {
+				t.Fatal(err)
+			}
+			v := waitView(t, ctx, cl, "t1 completed", func(v client.View) bool {
+				return v.Run != nil && len(v.Run.Tasks) == 4 && v.Run.Tasks[0].Status == wsproto.TaskCompleted
+			})
+			if finished(v) {
+				t.Fatal("the run ended before the fault: the test proves nothing")
+			}
+			tt.fault(t, rc, a, v.SessionID)
+			cl.Drop()
+			waitView(t, ctx, cl, "a resume on B", func(v client.View) bool { return v.Stats.Resumes >= 1 })
+			v = waitView(t, ctx, cl, "the final answer after the fault", finished)
+			clean(t, v)
+			seqs.check(t)
+			for _, task := range v.Run.Tasks {
+				if task.Status != wsproto.TaskCompleted {
+					t.Errorf("task %s ended %s", task.ID, task.Status)
+				}
+			}
+			if v.Run.Tasks[0].Attempt != 1 {
+				t.Errorf("t1 ran %d times; a completed task must not run again", v.Run.Tasks[0].Attempt)
+			}
+			for _, n := range []*node{a, b} {
+				if !strings.Contains(n.log.String(), "the Redis Cluster of") {
+					t.Errorf("%s did not join through the cluster", n.name)
+				}
+			}
+			if took := strings.Contains(b.log.String(), "session taken over"); took != tt.takeover {
+				t.Errorf("B took the session over: %v, want %v", took, tt.takeover)
+			}
+		})
+	}
+}
+
+// slotOf is the cluster slot of a session's keys.
+func slotOf(t *testing.T, rc *redistest.Cluster, session string) int64 {
+	t.Helper()
+	slot, err := rc.Client(t).ClusterKeySlot(context.Background(), "baton:{"+session+"}:meta").Result()
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT: %v", err)
+	}
+	return slot
+}
+
+// masterOf is the master serving a session's slot.
+func masterOf(t *testing.T, rc *redistest.Cluster, session string) *redistest.Server {
+	t.Helper()
+	node, err := rc.Client(t).MasterForKey(context.Background(), "baton:{"+session+"}:meta")
+	if err != nil {
+		t.Fatalf("the master of %s: %v", session, err)
+	}
+	for _, n := range rc.Nodes {
+		if n.Addr() == node.Options().Addr {
+			return n
+		}
+	}
+	t.Fatalf("the master of %s, %s, is none of the cluster's nodes", session, node.Options().Addr)
+	return nil
+}
+
+// replicaOf is a replica of master.
+func replicaOf(t *testing.T, rc *redistest.Cluster, master *redistest.Server) *redistest.Server {
+	t.Helper()
+	ctx := context.Background()
+	for _, n := range rc.Nodes {
+		info, err := n.Client(t).Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+master.Addr()[strings.LastIndex(master.Addr(), ":")+1:]+"\r\n") {
+			return n
+		}
+	}
+	t.Fatalf("no replica of %s", master.Addr())
+	return nil
+}
+
+// moveSlot migrates slot from one master to another as redis-cli
+// --cluster reshard does: IMPORTING on to, MIGRATING on from, its keys
+// moved with MIGRATE, then the slot given to to on every master.
+func moveSlot(t *testing.T, rc *redistest.Cluster, slot int64, from, to *redistest.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, dst := from.Client(t), to.Client(t)
+	id := func(c *redis.Client) string {
+		s, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatalf("CLUSTER MYID: %v", err)
+		}
+		return s
+	}
+	srcID, dstID := id(src), id(dst)
+	do := func(c *redis.Client, args ...any) {
+		if err := c.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	do(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
+	do(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
+	host, port, _ := strings.Cut(to.Addr(), ":")
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 10).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER GETKEYSINSLOT: %v", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		do(src, args...)
+	}
+	for _, m := range rc.Masters(t) {
+		do(m.Client(t), "CLUSTER", "SETSLOT", slot, "NODE", dstID)
+	}
+}
