@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs one load against a running server and measures the server meanwhile.
 
-    python3 bench/measure.py --pid SERVER_PID [--timeout 300] [--tag K=V]... -- LOAD_COMMAND...
+    python3 bench/measure.py --pid SERVER_PID [--also NAME=PID]... [--timeout 300] [--tag K=V]... -- LOAD_COMMAND...
 
 The load command (baton-load -json, or bench/socketio/load.js) prints a JSON
 report with at least "events". This prints that report as one JSON line with
@@ -15,6 +15,8 @@ these added:
   others_cpu_s                            CPU the rest of the machine used
       meanwhile (/proc/stat busy time minus server and load): anything else
       running while the numbers were taken
+  also_cpu_us_per_event                   {NAME: utime+stime of PID per event}
+      for every --also (the redis-server processes of a Redis store, say)
   wall_s, load_exit
   K: V                                    for every --tag
 
@@ -63,9 +65,12 @@ def main():
     ap.add_argument("--pid", type=int, required=True, help="the server's PID")
     ap.add_argument("--timeout", type=float, default=300, help="seconds the load may take")
     ap.add_argument("--tag", action="append", default=[], metavar="K=V", help="a field to add to the report")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=PID", help="another process whose CPU per event to report")
     ap.add_argument("command", nargs="+", help="the load command")
     a = ap.parse_args()
 
+    also = [(n, int(p)) for n, p in (x.split("=", 1) for x in a.also)]
+    also0 = {n: proc_cpu(p) for n, p in also}
     cpu0, w0, busy0, t0 = proc_cpu(a.pid), proc_syscw(a.pid), machine_busy(), time.monotonic()
     load = subprocess.Popen(a.command, stdout=subprocess.PIPE, start_new_session=True)
     timed_out = False
@@ -79,6 +84,7 @@ def main():
     # holds nothing else of ours (one load per measure.py).
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu1, w1, busy1, t1 = proc_cpu(a.pid), proc_syscw(a.pid), machine_busy(), time.monotonic()
+    also1 = {n: proc_cpu(p) for n, p in also}
 
     try:
         rep = json.loads(out)
@@ -89,13 +95,16 @@ def main():
         rep.setdefault("violations", []).append(f"the load did not end within {a.timeout:.0f}s")
     events = max(rep.get("events", 0), 1)
     load_cpu = ru.ru_utime + ru.ru_stime
+    also_cpu = sum(also1[n] - also0[n] for n, _ in also)
+    if also:
+        rep["also_cpu_us_per_event"] = {n: (also1[n] - also0[n]) * 1e6 / events for n, _ in also}
     rep.update(
         server_cpu_s=cpu1 - cpu0,
         server_cpu_us_per_event=(cpu1 - cpu0) * 1e6 / events,
         server_syscw_per_event=(w1 - w0) / events,
         load_cpu_s=load_cpu,
         load_cpu_us_per_event=load_cpu * 1e6 / events,
-        others_cpu_s=max(0.0, (busy1 - busy0) - (cpu1 - cpu0) - load_cpu),
+        others_cpu_s=max(0.0, (busy1 - busy0) - (cpu1 - cpu0) - load_cpu - also_cpu),
         wall_s=t1 - t0,
         load_exit=load.returncode,
     )

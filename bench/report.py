@@ -230,6 +230,7 @@ def main():
             t = (open_ns + resume) / 1e6
             w(f"| `--store redis`: a resume replaying 1,000 events from another node ≤ 5 ms server time | "
               f"**{t:.2f} ms** (store read {open_ns / 1e6:.2f} ms + {resume / 1e6:.3f} ms) | {'met' if t <= 5 else 'missed'} |")
+    cluster_targets(rows, w)
     for r in [r for r in rows if r["section"] == "storm"]:
         goal = 2 if r["scenario"] == "same node" else 5
         ok = r["resumed"] == r["sessions"] and r["seconds_to_all_resumed"] <= goal and r["violation_count"] == 0
@@ -405,6 +406,8 @@ def main():
             w("- `Writer`: appends made durable per second through the store's one writer, with a unit "
               "per append; `window=1` waits for each event to be durable before the next.\n")
 
+    cluster_section(rows, meta, w)
+
     storms = [r for r in rows if r["section"] == "storm"]
     if storms:
         w("## Resume storms\n")
@@ -463,6 +466,78 @@ def main():
     w("- Until this report the benchmark compared Baton with a bare server through a single-reader "
       "micro-benchmark, which showed no gap; measured as processes, the gap is the table above.")
     sys.stdout.write("\n".join(out).rstrip() + "\n")
+
+
+def cluster_cells(rows):
+    """The cluster section's rows, and medians by (redis, load): Baton's CPU
+    per event, each Redis process's, events/s."""
+    crow = [r for r in rows if r["section"] == "cluster"]
+    out = {}
+    for r in crow:
+        out.setdefault((r["redis"], r["load"]), []).append(r)
+    meds = {}
+    for k, rs in out.items():
+        procs = sorted({p for r in rs for p in r.get("also_cpu_us_per_event", {})})
+        meds[k] = {
+            "baton": med(rs, "server_cpu_us_per_event"),
+            "events_per_sec": med(rs, "events_per_sec"),
+            "redis": {p: statistics.median(r["also_cpu_us_per_event"][p] for r in rs if p in r.get("also_cpu_us_per_event", {})) for p in procs},
+        }
+    return crow, meds
+
+
+def cluster_targets(rows, w):
+    _, meds = cluster_cells(rows)
+    for l in ("u100", "u1000"):
+        one, three = meds.get(("single", l)), meds.get(("cluster", l))
+        if not one or not three or not one["redis"] or not three["redis"]:
+            continue
+        single = one["redis"]["redis"]
+        busiest = max(three["redis"].values())
+        share = busiest / single if single else None
+        w(f"| Redis Cluster, {LOADS[l]}: the busiest of 3 masters ≤ 0.4 of one master's Redis CPU per event (medians) | "
+          f"{busiest:.2f} vs {single:.2f} µs (**{f2(share)}**) | {'met' if share is not None and share <= 0.4 else 'missed'} |")
+        ratio = three["baton"] / one["baton"] if one["baton"] else None
+        w(f"| Redis Cluster, {LOADS[l]}: Baton's CPU per event ≤ 1.15× with one server (medians) | "
+          f"{f2(three['baton'])} vs {f2(one['baton'])} µs (**{f2(ratio)}×**) | {'met' if ratio is not None and ratio <= 1.15 else 'missed'} |")
+
+
+def cluster_section(rows, meta, w):
+    crow, meds = cluster_cells(rows)
+    w("## A Redis Cluster (`--redis-url` naming a cluster)\n")
+    if not crow:
+        w(f"Not measured: {meta.get('cluster_skipped', 'no results')}.\n")
+        return
+    w(f"The comparison's unpaced loads (`--sim-delay 0`, `-mix tasks=1`), {meta.get('reps', 3)} repetitions "
+      "interleaved, each against a fresh Baton on an emptied Redis: one plain `redis-server`, then a "
+      f"Redis Cluster of {meta.get('cluster_masters', 3)} masters without replicas (redis-server "
+      f"{meta.get('cluster_redis', '')}, `redis-cli --cluster create`), Baton with `--redis-replicas 0` "
+      "on both. Every Redis process runs beside the load tool, off Baton's CPU; its CPU per event is its "
+      "`utime+stime` over the load divided by the events delivered. Sessions spread over the masters by "
+      "the hash of their id.\n")
+    w("| load | Redis | Baton µs/ev | Redis µs/ev, each process | busiest / one master | events/s |")
+    w("|---|---|---|---|---|---|")
+    for l in ("u100", "u1000"):
+        one = meds.get(("single", l))
+        single = one["redis"].get("redis") if one else None
+        for redis in ("single", "cluster"):
+            m = meds.get((redis, l))
+            if not m:
+                continue
+            procs = " · ".join(f"{p} {v:.2f}" for p, v in sorted(m["redis"].items()))
+            busiest = max(m["redis"].values()) if m["redis"] else None
+            share = f2(busiest / single) if single and busiest is not None else "—"
+            w(f"| {LOADS[l]} | {'one server' if redis == 'single' else 'cluster, 3 masters'} | {f2(m['baton'])} | {procs} | "
+              f"{share} | {f0(m['events_per_sec'])} |")
+    w("")
+    w("| load | Redis | run | events | events/s | Baton µs/ev | Redis µs/ev | p99 ms | violations | others % |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for r in sorted(crow, key=lambda r: (r["load"], r["redis"], int(r.get("rep", 1)))):
+        procs = " · ".join(f"{v:.2f}" for _, v in sorted(r.get("also_cpu_us_per_event", {}).items()))
+        w(f"| {r['load']} | {r['redis']} | {r.get('rep', 1)} | {r['events']} | {f0(r['events_per_sec'])} | "
+          f"{f2(r['server_cpu_us_per_event'])} | {procs} | {f2(r['latency_p99_ms'])} | {r['violation_count']} | "
+          f"{100 * r['others_cpu_s'] / max(r['wall_s'], 1e-9):.0f} |")
+    w("")
 
 
 if __name__ == "__main__":

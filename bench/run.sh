@@ -13,7 +13,8 @@
 #
 # Needs go, curl and python3; node and npm for Socket.IO (skipped without them;
 # bench/socketio/node_modules is installed from its lockfile on first use);
-# redis-server for the Redis store's numbers (skipped without it).
+# redis-server for the Redis store's numbers (skipped without it), and
+# redis-cli for the Redis Cluster's.
 # Environment:
 #   BENCH_PORT (18480)        the server under test (Baton, bare, Socket.IO)
 #   BENCH_DEBUG_PORT (18481)  Baton's --debug-addr, for the idle sessions' heap
@@ -27,7 +28,9 @@
 #   BENCH_BEFORE              an earlier run's kept results: the report sets
 #       Baton's figures beside them (before/after)
 #   BENCH_SECTIONS (all)      "redis": only the Redis store's section; "storm":
-#       only the resume storms
+#       only the resume storms; "cluster": only the Redis Cluster's
+#   BENCH_CLUSTER_PORT (18490)  the Redis Cluster's three masters: this port
+#       and the next two (their buses 10,000 above)
 #   BENCH_STORM (10000)       sessions in each resume storm
 set -euo pipefail
 # Supplied binaries are named from the caller's directory.
@@ -166,6 +169,7 @@ say() { # the progress line of a report
 # before/after of the store; the report then has only that section).
 only_redis=0; [ "${BENCH_SECTIONS:-all}" = redis ] && only_redis=1
 only_storm=0; [ "${BENCH_SECTIONS:-all}" = storm ] && only_storm=1
+only_cluster=0; [ "${BENCH_SECTIONS:-all}" = cluster ] && only_cluster=1
 storm=${BENCH_STORM:-10000}
 # storm SCENARIO PID ARGS...: a resume storm of $storm sessions (baton-load
 # -storm), its report appended to the results; the tool reads PID's CPU and
@@ -178,7 +182,7 @@ run_storm() {
   python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("  %s: %d of %d resumed in %.2f s (p50 %.0f ms, p99 %.0f ms), server CPU %.2f s, peak RSS %.0f MB, %d resyncs, %d rejections, %d violations" % (sys.argv[2], r["resumed"], r["sessions"], r["seconds_to_all_resumed"], r["resume_p50_ms"], r["resume_p99_ms"], r.get("server_cpu_seconds", 0), r.get("server_peak_rss_mb", 0), r["resyncs"], r["rejections"], r["violation_count"]))' \
     "$bin/storm.json" "$scenario" >&2
 }
-if [ $only_redis = 0 ] && [ $only_storm = 0 ]; then
+if [ $only_redis = 0 ] && [ $only_storm = 0 ] && [ $only_cluster = 0 ]; then
 echo "== Baton, bare and Socket.IO, $reps repetitions" >&2
 servers=(baton naive preencoded)
 [ $sio = 1 ] && servers+=(socketio)
@@ -242,14 +246,16 @@ done
 fi # only_redis
 
 echo "== a resume storm of $storm sessions on one node" >&2
-if [ $only_redis = 0 ] && grep -q -- '-storm' <<<"$("$loadbin" -h 2>&1 || true)"; then
+if [ $only_redis = 0 ] && [ $only_cluster = 0 ] && grep -q -- '-storm' <<<"$("$loadbin" -h 2>&1 || true)"; then
   start_baton --sim-delay 0
   run_storm "same node" $spid -url "ws://127.0.0.1:$port/ws"
   stop $spid
 fi
 
 echo "== the Redis store" >&2
-if command -v redis-server >/dev/null; then
+if [ $only_cluster = 1 ]; then
+  echo "  (BENCH_SECTIONS=cluster)" >&2
+elif command -v redis-server >/dev/null; then
   mkdir -p "$bin/redis"
   # redis-server runs beside the load tool, off the server's CPU.
   "${on_load[@]}" redis-server --port $rport --bind 127.0.0.1 --save "" --appendonly no --dir "$bin/redis" >"$bin/redis.log" 2>&1 &
@@ -313,7 +319,77 @@ else
   meta redis_skipped "redis-server is missing"
 fi
 
-if [ $only_redis = 0 ] && [ $only_storm = 0 ]; then
+echo "== a Redis Cluster: one master against three" >&2
+if [ $only_redis = 1 ] || [ $only_storm = 1 ]; then
+  :
+elif ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+  echo "  redis-server or redis-cli is missing: not measured" >&2
+  meta cluster_skipped "redis-server or redis-cli is missing"
+else
+  cport=${BENCH_CLUSTER_PORT:-18490}
+  cports=($cport $((cport + 1)) $((cport + 2)))
+  for p in "${cports[@]}"; do
+    if (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then
+      echo "bench/run.sh: 127.0.0.1:$p is in use; set BENCH_CLUSTER_PORT" >&2
+      exit 1
+    fi
+  done
+  # Redis runs beside the load tool, off Baton's CPU, as in the Redis
+  # store's section: one plain redis-server, then a cluster of three
+  # masters without replicas (replication is another cost, the same on
+  # both sides; the nodes run with --redis-replicas 0).
+  cpids=() caddrs=()
+  for p in "${cports[@]}"; do
+    mkdir -p "$bin/cluster/$p"
+    "${on_load[@]}" redis-server --port $p --bind 127.0.0.1 --save "" --appendonly no --dir "$bin/cluster/$p" \
+      --cluster-enabled yes --cluster-config-file nodes.conf >"$bin/cluster/$p.log" 2>&1 &
+    cpids+=($!) caddrs+=(127.0.0.1:$p)
+  done
+  mkdir -p "$bin/single"
+  "${on_load[@]}" redis-server --port $rport --bind 127.0.0.1 --save "" --appendonly no --dir "$bin/single" >"$bin/single.log" 2>&1 &
+  rpid=$!
+  for p in "${cports[@]}" $rport; do
+    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done
+  done
+  timeout 60 redis-cli --cluster create "${caddrs[@]}" --cluster-replicas 0 --cluster-yes >"$bin/cluster/create.log" 2>&1
+  for _ in $(seq 300); do
+    ok=0
+    for p in "${cports[@]}"; do redis-cli -p $p cluster info 2>/dev/null | grep -q 'cluster_state:ok' && ok=$((ok + 1)); done
+    [ $ok = 3 ] && break
+    sleep 0.1
+  done
+  [ $ok = 3 ] || { echo "bench/run.sh: the Redis Cluster is not ok after 30 s" >&2; exit 1; }
+  curl_="redis://127.0.0.1:$cport?addr=127.0.0.1:${cports[1]}&addr=127.0.0.1:${cports[2]}"
+  meta cluster_masters 3 cluster_redis "$(redis-server --version | cut -d' ' -f3)"
+  flushall() { for p in "$@"; do redis-cli -p "$p" FLUSHALL >/dev/null; done; }
+  for rep in $(seq "$reps"); do
+    for l in u100 u1000; do
+      case $l in
+        u100) n=100 runs=20 ;;
+        u1000) n=1000 runs=2 ;;
+      esac
+      for redis in single cluster; do
+        if [ $redis = single ]; then
+          flushall $rport
+          url="redis://127.0.0.1:$rport/0" also=(--also "redis=$rpid")
+        else
+          flushall "${cports[@]}"
+          url=$curl_ also=()
+          for i in 0 1 2; do also+=(--also "master$((i + 1))=${cpids[$i]}"); done
+        fi
+        start_baton --sim-delay 0 --store redis --redis-url "$url" --redis-replicas 0
+        python3 bench/measure.py --pid $spid "${also[@]}" --timeout 300 --tag section=cluster --tag redis=$redis --tag load=$l --tag rep=$rep -- \
+          "${on_load[@]}" "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 |
+          tee -a "$results" |
+          python3 -c 'import json,sys; r=json.load(sys.stdin); a=r.get("also_cpu_us_per_event", {}); print("  %s: %d events, %.0f/s, Baton %.2f µs/event, Redis %s µs/event, %d violations" % (sys.argv[1], r["events"], r["events_per_sec"], r["server_cpu_us_per_event"], " ".join("%s %.2f" % kv for kv in sorted(a.items())), r["violation_count"]))' "$redis $l #$rep" >&2
+        stop $spid
+      done
+    done
+  done
+  stop "${cpids[@]}" $rpid
+fi
+
+if [ $only_redis = 0 ] && [ $only_storm = 0 ] && [ $only_cluster = 0 ]; then
 echo "== the JavaScript client and go benchmarks" >&2
 node web/testdata/bench.mjs >"$bin/jsbench.txt" 2>&1 || echo "node is missing: not measured" >"$bin/jsbench.txt"
 go test -run '^$' -bench 'ResumeFullRing|Emit|Append|Since1000|Ack$|AppendFrame|Scheduler50|AgentRound|Event$|EventParallel' \
