@@ -25,6 +25,13 @@
 //   - baton:{ID}:events — a stream holding the seqs base+1 … last, at
 //     most cap of them; the entry of seq n has the ID "n-0" and the fields
 //     d (the encoded frame) and c (c(n), hex as buffer.NextChecksum gives).
+//   - baton:{ID}:tail — on a Redis Cluster, set while a node's tail reader
+//     follows the session; the append script then publishes on the
+//     sharded channel of the same name (shardtails.go).
+//
+// The keys of the cluster of Batons (node.go) share the hash tag {nodes}.
+// On a Redis Cluster everything else the store does is done per shard:
+// see shards.go.
 //
 // While a connection is attached (or none ever left), both keys expire
 // after Options.TTL without a write or a Touch; every write refreshes
