@@ -136,6 +136,13 @@ type tuneKey struct{}
 // to force an order on two servers' calls).
 type wrapClusterKey struct{}
 
+// dialRedisKey is a test seam: with --store redis, when run's ctx carries
+// a func(ctx context.Context, network, addr string) (net.Conn, error)
+// under it, every connection to Redis is dialled through it. A test cuts
+// one in-process node off from every node of a Redis Cluster with it
+// (rediscluster_test.go).
+type dialRedisKey struct{}
+
 // run is the whole program: it serves until ctx is cancelled or a SIGINT or
 // SIGTERM arrives, then shuts down gracefully. When it is listening it
 // writes "baton listening on ws://HOST:PORT/ws (health: http://HOST:PORT/healthz)"
@@ -316,6 +323,9 @@ func joinCluster(ctx context.Context, c config, copt redisstore.ClusterOptions, 
 	defer cancel()
 	if rc, err = reach(pctx, rc); err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", c.src("redis-url"), err)
+	}
+	if dial, ok := ctx.Value(dialRedisKey{}).(func(context.Context, string, string) (net.Conn, error)); ok {
+		rc = rc.dialling(dial)
 	}
 	rdb = rc.client()
 	if err := rdb.Ping(pctx).Err(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 
@@ -97,6 +98,25 @@ func (rc redisConn) asCluster() (redisConn, error) {
 		return redisConn{}, unquoted(err)
 	}
 	return parseClusterURL(u, rc.url, !u.Query().Has("protocol"))
+}
+
+// dialling is rc with every connection dialled by dial (dialRedisKey).
+func (rc redisConn) dialling(dial func(context.Context, string, string) (net.Conn, error)) redisConn {
+	switch {
+	case rc.cluster != nil:
+		opt := *rc.cluster
+		opt.Dialer = dial
+		rc.cluster = &opt
+	case rc.failover != nil:
+		opt := *rc.failover
+		opt.Dialer = dial
+		rc.failover = &opt
+	default:
+		opt := *rc.single
+		opt.Dialer = dial
+		rc.single = &opt
+	}
+	return rc
 }
 
 // unquoted is err without the URL a *url.Error quotes.
