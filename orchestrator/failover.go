@@ -46,10 +46,10 @@ func (s *Server) adoptOrphans() {
 	touched := time.Now()
 	for {
 		select {
-		case <-s.stopSweep:
+		case <-s.janitors.Done():
 			return
 		case now := <-t.C:
-			ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+			ctx, cancel := context.WithTimeout(s.janitors, storeTimeout)
 			s.adopt(ctx)
 			s.dropDeadFollowers(ctx)
 			if now.Sub(touched) >= s.opts.SessionTTL/4 {
@@ -210,7 +210,7 @@ func (s *Server) takeOver(ctx context.Context, id, from string) (*session, error
 // Zero when the store knows no later time, or does not answer.
 func (s *Server) leftShared(id string, now time.Time) time.Time {
 	cl := s.opts.Cluster
-	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
+	ctx, cancel := context.WithTimeout(s.janitors, storeTimeout)
 	defer cancel()
 	rec, err := cl.Lookup(ctx, id)
 	if err != nil {
@@ -228,7 +228,7 @@ func (s *Server) leftShared(id string, now time.Time) time.Time {
 
 // forgetShared deletes an expired session from the store.
 func (s *Server) forgetShared(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(s.janitors, storeTimeout)
 	defer cancel()
 	if err := s.opts.Cluster.Delete(ctx, id); err != nil && !errors.Is(err, ErrNoSession) {
 		s.log.Error("delete an expired session from the store", "session", id, "err", err)

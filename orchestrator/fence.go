@@ -52,7 +52,7 @@ func (s *Server) fenceOnLapse(lapses <-chan struct{}) {
 	defer s.janitorWG.Done()
 	for {
 		select {
-		case <-s.stopSweep:
+		case <-s.janitors.Done():
 			return
 		case <-lapses:
 			s.mu.Lock()

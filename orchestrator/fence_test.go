@@ -30,11 +30,11 @@ func fenceServer(cl Cluster) (s *Server, lapse func()) {
 		return s, nil
 	}
 	return s, func() {
-		s.stopSweep = make(chan struct{})
+		s.janitors, s.endJanitors = context.WithCancel(context.Background())
 		s.janitorWG.Add(1)
 		go s.fenceOnLapse(lw.lapses)
 		lw.lapses <- struct{}{} // unbuffered: taken, then handled before fenceOnLapse sees the stop
-		close(s.stopSweep)
+		s.endJanitors()
 		s.janitorWG.Wait()
 	}
 }

@@ -84,7 +84,10 @@ type Server struct {
 	janitorWG sync.WaitGroup // the expiry sweeper, and with a cluster the orphan hunter
 	clusterWG sync.WaitGroup // with a cluster: the receiver of other servers' messages
 	peers     peers          // with a cluster: their queues and senders (peers.go)
-	stopSweep chan struct{}
+	// janitors is done once Close has begun to stop the janitors: their
+	// loops end, and so do the store calls they have in flight.
+	janitors    context.Context
+	endJanitors context.CancelFunc
 }
 
 // ErrServerClosed is the cause of runs cancelled by Close.
@@ -111,9 +114,9 @@ func New(models Models, opts *Options) (*Server, error) {
 		replies:   make(map[uint64]chan message),
 		adoptions: make(map[string]*adoption),
 		adoptSlot: make(chan struct{}, o.MaxTakeovers),
-		stopSweep: make(chan struct{}),
 		runEnded:  make(chan struct{}, 1),
 	}
+	s.janitors, s.endJanitors = context.WithCancel(context.Background())
 	s.janitorWG.Add(1)
 	go s.sweep()
 	if o.Cluster != nil {
@@ -305,7 +308,10 @@ func (s *Server) Close(ctx context.Context) error {
 		s.connWG.Wait() // CloseNow ends every read at once
 	}
 
-	close(s.stopSweep)
+	// The janitors stop whatever the store does: a sweep of thousands of
+	// expired sessions from an unreachable Redis would otherwise take a
+	// store timeout per session.
+	s.endJanitors()
 	s.janitorWG.Wait()
 	if s.opts.Cluster != nil {
 		// Seal every session before its run stops, so that nothing the
@@ -366,7 +372,7 @@ func (s *Server) sweep() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stopSweep:
+		case <-s.janitors.Done():
 			return
 		case now := <-t.C:
 			var expired []*session
@@ -378,6 +384,9 @@ func (s *Server) sweep() {
 			}
 			s.mu.Unlock()
 			for _, sess := range expired {
+				if s.janitors.Err() != nil {
+					return // the rest are swept by whoever holds them next
+				}
 				if s.opts.Cluster != nil {
 					// Attached elsewhere, or left there later than here: its
 					// TTL runs from then (CompareAndSwap: a resume here may

@@ -353,3 +353,33 @@ func leave(t *testing.T, s *drainingServer, c *conn) {
 		time.Sleep(5 * time.Millisecond) // polling a log line, which stays
 	}
 }
+
+// TestStopWithRedisStalled: a node told to stop stops within its drain
+// timeout, closeGrace and the store's last flush (5 s: FlushTimeout),
+// whatever Redis does — here Redis stalls
+// (SIGSTOP) while the node's expiry sweeper has sessions to delete from
+// it, each call a store timeout unanswered. (A node once went on sweeping
+// 10,000 such sessions for 40 minutes after SIGTERM.)
+func TestStopWithRedisStalled(t *testing.T) {
+	rds := redistest.Start(t)
+	const drain = 2 * time.Second
+	// A lease that outlasts the test: a lapse would give the sessions up
+	// before they expire.
+	n := startNode(t, "A", "127.0.0.1:0", rds.URL(), "--idle-session-ttl", "1s", "--drain-timeout", drain.String(),
+		"--lease-ttl", "5m")
+	for range 20 {
+		c, _ := connect(t, "http://"+n.addr)
+		c.ws.Close(websocket.StatusNormalClosure, "")
+	}
+	rds.Pause(t) // continued and killed when t ends
+	// One sweep has timed out: the sweeper has the others still to do.
+	waitLog(t, n, "delete an expired session from the store")
+	began := time.Now()
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	n.wait(t)
+	if took, limit := time.Since(began), drain+closeGrace+5*time.Second; took > limit {
+		t.Errorf("the node took %v to stop, past its drain timeout, grace and flush (%v)", took.Round(time.Millisecond), limit)
+	} else {
+		t.Logf("stopped %v after SIGTERM", took.Round(time.Millisecond))
+	}
+}
