@@ -140,3 +140,13 @@ func TestChaosSeedMakesEveryFault(t *testing.T) {
 		}
 	}
 }
+
+// TestChaosCluster's seed makes every fault it asks for in its first 12 s.
+func TestChaosClusterSeedMakesEveryFault(t *testing.T) {
+	s := schedule(28, 40*time.Second, time.Second, 3, clusterMasters, clusterTestKinds)
+	for _, k := range clusterTestKinds {
+		if !slices.ContainsFunc(s, func(f fault) bool { return f.Kind == k && f.At < 12*time.Second }) {
+			t.Errorf("no %s in the first 12 s of %v", k, s)
+		}
+	}
+}
