@@ -148,6 +148,9 @@ func (in *injector) healAll(ctx context.Context) {
 		if err := c.heal(ctx); err != nil {
 			in.fail("heal the Redis Cluster: %v", err)
 		}
+		for _, d := range c.defects {
+			in.fail("%s", d)
+		}
 		if err := c.routes.failed(); err != nil {
 			in.fail("the fronts could not tell every node's connections: %v", err)
 		}

@@ -48,6 +48,9 @@ type clusterSet struct {
 	admin   []*redis.Client
 	routes  *routes
 	out     io.Writer // a line per step of a fault, at its wall-clock time (the nodes' logs' UTC)
+
+	lostSince map[string]time.Time // slots lost from a master's own configuration, since when seen (lostslots.go)
+	defects   []string             // what Redis did wrong, and the run repaired
 }
 
 func (cs *clusterSet) logf(format string, args ...any) {
@@ -128,6 +131,7 @@ func (cs *clusterSet) redisCLI(ctx context.Context, timeout time.Duration, args 
 // clusterNode is one line of CLUSTER NODES.
 type clusterNode struct {
 	id, addr string   // addr: the address it announces, less the bus port
+	myself   bool     // the server asked
 	master   bool     // a master (it may serve no slot)
 	failing  bool     // flagged fail, fail?, handshake or noaddr
 	of       string   // a replica's master's id
@@ -146,6 +150,8 @@ func parseNodes(text string) []clusterNode {
 		n := clusterNode{id: f[0], addr: addr, slots: f[8:]}
 		for _, flag := range strings.Split(f[2], ",") {
 			switch flag {
+			case "myself":
+				n.myself = true
 			case "master":
 				n.master = true
 			case "fail", "fail?", "handshake", "noaddr":
@@ -235,26 +241,34 @@ func (cs *clusterSet) shards(ctx context.Context, i int) ([]shard, error) {
 // every master with one replica, linked, done syncing and caught up with
 // the offset the master had when asked.
 func (cs *clusterSet) ready(ctx context.Context) error {
-	var want string // the cluster as the first server sees it
+	infos := make([]map[string]string, len(cs.servers))
+	views := make([][]clusterNode, len(cs.servers))
 	for i, s := range cs.servers {
 		if !s.running() {
 			return fmt.Errorf("redis-%d is down", i+1)
 		}
-		info, err := cs.fields(ctx, i, "cluster", "info")
-		if err != nil {
+		var err error
+		if infos[i], err = cs.fields(ctx, i, "cluster", "info"); err != nil {
 			return err
 		}
+		if views[i], err = cs.nodes(ctx, i); err != nil {
+			return err
+		}
+	}
+	// The most telling first: a master that lost slots (lostslots.go)
+	// also sees the cluster failing.
+	if err := cs.checkLost(ctx, views); err != nil {
+		return err
+	}
+	var want string // the cluster as the first server sees it
+	for i, info := range infos {
 		if info["cluster_state"] != "ok" || info["cluster_slots_ok"] != "16384" ||
 			info["cluster_known_nodes"] != strconv.Itoa(len(cs.servers)) || info["cluster_size"] != strconv.Itoa(clusterMasters) {
 			return fmt.Errorf("redis-%d: cluster %s, slots ok %s, nodes %s, size %s", i+1,
 				info["cluster_state"], info["cluster_slots_ok"], info["cluster_known_nodes"], info["cluster_size"])
 		}
-		nodes, err := cs.nodes(ctx, i)
-		if err != nil {
-			return err
-		}
 		var seen []string
-		for _, n := range nodes {
+		for _, n := range views[i] {
 			if n.failing {
 				return fmt.Errorf("redis-%d sees %s failing", i+1, n.addr)
 			}
