@@ -1,8 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/baton-run/baton/internal/skipreport"
 )
 
 func TestLostSlots(t *testing.T) {
@@ -70,5 +78,38 @@ func TestSlotRanges(t *testing.T) {
 				t.Errorf("slotRanges(%v) = %q, want %q", tt.slots, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestLostSlotGivenBack makes the state Redis 7.0 can leave a master in —
+// a slot unassigned in its own view, its own in every other server's —
+// with CLUSTER DELSLOTS on a real cluster, and sees the run give it back.
+func TestLostSlotGivenBack(t *testing.T) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			skipreport.Skip(t, bin+" not found: install Debian's redis-server and redis-tools (7.0 or later) to run the Redis Cluster tests")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rs, err := startCluster(ctx, t.TempDir(), io.Discard)
+	defer rs.kill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := rs.cluster
+	shards, err := cs.shards(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := shards[0].master
+	if err := cs.admin[owner].Do(ctx, "cluster", "delslots", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.waitReady(ctx); err != nil {
+		t.Fatalf("the cluster not whole again: %v", err)
+	}
+	if len(cs.defects) != 1 || !strings.Contains(cs.defects[0], fmt.Sprintf("redis-%d serves slot 0 ", owner+1)) {
+		t.Errorf("defects %q, want slot 0 of redis-%d given back", cs.defects, owner+1)
 	}
 }
