@@ -109,6 +109,41 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// clusterTestKinds are the faults TestChaosCluster makes: the cluster's
+// own, a node cut from every server, a node killed.
+var clusterTestKinds = []kind{faultMasterKill, faultClusterFailover, faultReshard, faultPartition, faultNodeKill}
+
+// TestChaosCluster runs a short chaos run on a Redis Cluster (--cluster):
+// masters killed and their replicas promoted, manual failovers, slots
+// moved back and forth, a node cut from every server, a node killed.
+// Nothing may be lost, done twice or stranded.
+func TestChaosCluster(t *testing.T) {
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			skipreport.Skip(t, bin+" not found: install Debian's redis-server and redis-tools (7.0 or later) to run the Redis Cluster chaos test")
+		}
+	}
+	if !canTellPeers {
+		t.Skip("--cluster needs Linux")
+	}
+	// Seed 28's schedule makes every fault of clusterTestKinds in its
+	// first 12 s (TestChaosClusterSeedMakesEveryFault), and the cluster's
+	// faults take a few seconds each beyond.
+	args := []string{"--cluster", "--seed", "28", "--duration", "40s", "--settle", "90s", "--nodes", "3", "--clients", "4",
+		"--fault-every", "1s", "--drop-rate", "12", "--faults", joinKinds(clusterTestKinds), "--json", "--quiet"}
+	if bin := os.Getenv("BATON_CHAOS_BATON"); bin != "" {
+		args = append(args, "--baton", bin, "--redis-give-up", "0")
+	} else {
+		args = append(args, "--baton", batonBinary(t))
+	}
+	rep := chaos(t, args)
+	for _, k := range clusterTestKinds {
+		if rep.Faults[k] == 0 {
+			t.Errorf("no %s made; faults %v", k, rep.Faults)
+		}
+	}
+}
+
 // chaos runs the command with args and checks its report's zeros.
 func chaos(t *testing.T, args []string) report {
 	t.Helper()

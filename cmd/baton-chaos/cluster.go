@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/baton-run/baton/internal/faultproxy"
 )
 
 // startTimeout bounds how long a redis-server or a Baton node may take to
@@ -87,6 +85,7 @@ func (p *process) kill() error {
 type redisServer struct {
 	bin, dir string
 	port     int
+	busPort  int // a cluster node's bus port (--cluster-port)
 	opt      redisOptions
 	started  bool       // once: set by start, read by start
 	mu       sync.Mutex // guards proc
@@ -100,6 +99,9 @@ type redisOptions struct {
 	// mode); its file is written at the first start, and the sentinel
 	// rewrites it.
 	sentinel func(port int) string
+	// announce, when not 0, makes the server a node of a Redis Cluster
+	// that announces this port (its front's, front.go) to its clients.
+	announce int
 }
 
 // startRedis starts a redis-server in dir (which must exist) on a free port.
@@ -113,6 +115,11 @@ func startRedis(ctx context.Context, dir string, opt redisOptions) (*redisServer
 	for attempt := 1; ; attempt++ {
 		if r.port, err = freePort(); err != nil {
 			return nil, err
+		}
+		if opt.announce != 0 {
+			if r.busPort, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
 		if err = r.start(ctx); err == nil {
 			return r, nil
@@ -144,6 +151,15 @@ func (r *redisServer) start(ctx context.Context) error {
 		// at once, not after the default 5 s wait for more replicas: the
 		// nodes count no write (--redis-replicas) until it is done.
 		args = append(args, "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--repl-diskless-sync-delay", "0")
+		if r.opt.announce != 0 {
+			// The cluster's configuration (nodes.conf) survives a
+			// restart: the server rejoins as the node it was.
+			bus := strconv.Itoa(r.busPort)
+			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(r.dir, "nodes.conf"),
+				"--cluster-port", bus, "--cluster-node-timeout", strconv.Itoa(int(clusterNodeTimeout/time.Millisecond)),
+				"--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", strconv.Itoa(r.opt.announce),
+				"--cluster-announce-bus-port", bus)
+		}
 		// Only at the first start: restarted, a server comes back as a
 		// master with what it had, and the sentinels make it a replica
 		// again if another is the master now.
@@ -204,14 +220,15 @@ func ping(ctx context.Context, addr string) error {
 
 // node is one Baton process, on a fixed address (a restarted node comes
 // back where its clients look for it), reaching Redis through its own
-// fault proxy.
+// fault proxies.
 type node struct {
-	name  string
-	addr  string
-	args  []string // the baton command line, less the binary
-	bin   string
-	log   string            // file its stderr (the log) is appended to
-	proxy *faultproxy.Proxy // between it and Redis
+	name   string
+	addr   string
+	args   []string // the baton command line, less the binary
+	bin    string
+	log    string   // file its stderr (the log) is appended to
+	proxy  proxySet // between it and Redis: one proxy, or one per server of a cluster
+	routes *routes  // with --cluster, where the fronts learn its process
 
 	mu   sync.Mutex // guards proc
 	proc *process
@@ -228,7 +245,18 @@ func (n *node) start(ctx context.Context) error {
 	defer logf.Close() // the child has its own descriptor
 	cmd := exec.Command(n.bin, n.args...)
 	cmd.Stderr = logf
+	// The fronts learn the process before it can dial Redis.
+	if n.routes != nil {
+		n.routes.begin()
+	}
 	p, listening, err := startProcess(cmd, func(line string) bool { return strings.HasPrefix(line, "baton listening on ") })
+	if n.routes != nil {
+		pid := 0
+		if err == nil {
+			pid = p.cmd.Process.Pid
+		}
+		n.routes.end(pid, n.proxy)
+	}
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
 	}
@@ -239,13 +267,24 @@ func (n *node) start(ctx context.Context) error {
 		n.mu.Unlock()
 		return nil
 	case <-p.done:
+		n.forget(p)
 		return fmt.Errorf("node %s exited before listening: %s", n.name, tail(n.log))
 	case <-time.After(startTimeout):
 		p.kill()
+		n.forget(p)
 		return fmt.Errorf("node %s did not listen within %v: %s", n.name, startTimeout, tail(n.log))
 	case <-ctx.Done():
 		p.kill()
+		n.forget(p)
 		return ctx.Err()
+	}
+}
+
+// forget removes p, a process of the node's that has ended, from the
+// fronts' routes.
+func (n *node) forget(p *process) {
+	if n.routes != nil && p != nil {
+		n.routes.remove(p.cmd.Process.Pid)
 	}
 }
 
@@ -255,7 +294,9 @@ func (n *node) kill() error {
 	p := n.proc
 	n.proc = nil
 	n.mu.Unlock()
-	return p.kill()
+	err := p.kill()
+	n.forget(p)
+	return err
 }
 
 // running reports whether the node's process is up.

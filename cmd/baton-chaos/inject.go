@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,10 @@ type injector struct {
 	redis *redisSet
 	nodes []*node
 	log   io.Writer // a line per fault; io.Discard when quiet
+	// pending heals the fault under way, when making it said how (a
+	// cluster's master killed, slots moved). Only run, and healAll after
+	// it, touch it.
+	pending func(context.Context) error
 
 	mu     sync.Mutex // guards the fields below
 	counts map[kind]int
@@ -57,6 +62,11 @@ func (in *injector) make(ctx context.Context, f fault) {
 		n = in.nodes[f.Node]
 	}
 	var err error
+	cluster := in.redis.cluster
+	if cluster == nil && slices.Contains(clusterOnly, f.Kind) {
+		in.fail("%s: needs --cluster", f)
+		return
+	}
 	switch f.Kind {
 	case faultLatency:
 		n.proxy.SetLatency(f.Latency)
@@ -69,6 +79,10 @@ func (in *injector) make(ctx context.Context, f fault) {
 	case faultPubSubKill:
 		err = in.killPubSub(ctx)
 	case faultRedisRestart:
+		if cluster != nil {
+			err = cluster.restartMaster(ctx, f.Master)
+			break
+		}
 		// The master, under Sentinel: a restart quicker than the
 		// sentinels' down-after time fails nothing over.
 		var m *redisServer
@@ -77,6 +91,12 @@ func (in *injector) make(ctx context.Context, f fault) {
 		}
 	case faultFailover:
 		err = in.redis.failover(ctx)
+	case faultMasterKill:
+		in.pending, err = cluster.killMaster(ctx, f.Master)
+	case faultClusterFailover:
+		err = cluster.failover(ctx, f.Master)
+	case faultReshard:
+		in.pending, err = cluster.reshard(ctx, f.Master, f.To, f.Slots)
 	case faultNodeKill:
 		err = n.kill()
 	default:
@@ -87,8 +107,16 @@ func (in *injector) make(ctx context.Context, f fault) {
 	}
 }
 
-// heal undoes fault f: a node killed is started again.
+// heal undoes fault f: a node killed is started again, a cluster's
+// master killed too, slots moved are moved back.
 func (in *injector) heal(ctx context.Context, f fault) {
+	if in.pending != nil {
+		err := in.pending(ctx)
+		in.pending = nil
+		if err != nil {
+			in.fail("heal %s: %v", f, err)
+		}
+	}
 	if f.Node < 0 {
 		return
 	}
@@ -110,6 +138,23 @@ func (in *injector) heal(ctx context.Context, f fault) {
 // healAll undoes every fault there may be, whatever the schedule did: the
 // end of the run, when every run must be able to end.
 func (in *injector) healAll(ctx context.Context) {
+	if in.pending != nil {
+		if err := in.pending(ctx); err != nil {
+			in.fail("heal: %v", err)
+		}
+		in.pending = nil
+	}
+	if c := in.redis.cluster; c != nil {
+		if err := c.heal(ctx); err != nil {
+			in.fail("heal the Redis Cluster: %v", err)
+		}
+		for _, d := range c.defects {
+			in.fail("%s", d)
+		}
+		if err := c.routes.failed(); err != nil {
+			in.fail("the fronts could not tell every node's connections: %v", err)
+		}
+	}
 	for _, r := range in.redis.all() {
 		if !r.running() {
 			if err := r.start(ctx); err != nil {
@@ -132,6 +177,9 @@ func (in *injector) healAll(ctx context.Context) {
 // killPubSub closes every pub/sub connection of Redis (the master):
 // every node's subscriber blinks and reconnects.
 func (in *injector) killPubSub(ctx context.Context) error {
+	if c := in.redis.cluster; c != nil {
+		return c.killPubSub(ctx)
+	}
 	m, err := in.redis.master(ctx)
 	if err != nil {
 		return err

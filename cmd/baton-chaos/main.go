@@ -10,7 +10,14 @@
 // partition of one node from Redis, a pub/sub kill, a Redis restart from
 // its append-only file, and kill -9 of a node (started again); with
 // --sentinel, Redis is a master, two replicas and three sentinels, and
-// failovers are among the faults (sentinel.go). Every task
+// failovers are among the faults (sentinel.go); with --cluster, Redis is
+// a Redis Cluster of three masters, each with a replica, and among the
+// faults are a master killed (its replica promoted by the cluster, the
+// killed server started again as a replica), a manual CLUSTER FAILOVER
+// and slots moved with redis-cli --cluster reshard (rediscluster.go). A
+// cluster's servers announce the addresses of fronts, which hand each
+// node's connections to proxies of that node's, so a node can still be
+// cut from Redis alone (front.go). Every task
 // that calls a tool calls a counting MCP server (this command, run as
 // "baton-chaos mcp-count"), whose ledger shows a tool call Baton made
 // twice without knowing it (tools.go).
@@ -72,6 +79,7 @@ type config struct {
 	seed     uint64
 	dropRate float64
 	sentinel bool
+	cluster  bool
 	baton    string
 	race     bool
 	simDelay time.Duration
@@ -80,7 +88,18 @@ type config struct {
 	quiet    bool
 	giveUp   time.Duration // the nodes' --redis-give-up
 	leaseTTL time.Duration // the nodes' --lease-ttl
-	replicas int           // the nodes' --redis-replicas, with --sentinel
+	replicas int           // the nodes' --redis-replicas, with --sentinel or --cluster
+}
+
+// mode is what the run's Redis is.
+func (c config) mode() redisMode {
+	switch {
+	case c.cluster:
+		return modeCluster
+	case c.sentinel:
+		return modeSentinel
+	}
+	return modeSingle
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -92,10 +111,11 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", time.Minute, "how long faults are injected and runs started")
 	fs.DurationVar(&c.settle, "settle", 2*time.Minute, "after --duration, how long the runs still open may take to end (a run open after it is stranded)")
 	fs.DurationVar(&c.every, "fault-every", 3*time.Second, "mean time between the end of one fault and the start of the next")
-	faults := fs.String("faults", "", "the faults to inject, comma-separated (default "+joinKinds(kinds)+"; with --sentinel "+joinKinds(sentinelKinds)+")")
+	faults := fs.String("faults", "", "the faults to inject, comma-separated (default "+joinKinds(kinds)+"; with --sentinel "+joinKinds(sentinelKinds)+"; with --cluster "+joinKinds(clusterKinds)+")")
 	fs.Uint64Var(&c.seed, "seed", 0, "random seed of the schedule and the clients (0: one from the clock, printed)")
 	fs.Float64Var(&c.dropRate, "drop-rate", 6, "connection drops per client per minute")
 	fs.BoolVar(&c.sentinel, "sentinel", false, "run Redis as a Sentinel setup (a master, two replicas, three sentinels) and inject failovers; the nodes then reach Redis directly, not through their fault proxies, and need a baton whose --redis-url takes a Sentinel URL")
+	fs.BoolVar(&c.cluster, "cluster", false, "run Redis as a Redis Cluster (three masters, each with a replica) and inject its faults: masters killed, manual failovers, slots moved; each node reaches every server through a proxy of its own (Linux only), and needs a baton whose --redis-url takes a Redis Cluster")
 	fs.StringVar(&c.baton, "baton", "", "the baton binary (default: go build ./cmd/baton of this module into a temporary directory)")
 	fs.BoolVar(&c.race, "race", false, "build baton with -race (without --baton)")
 	fs.DurationVar(&c.simDelay, "sim-delay", 30*time.Millisecond, "the nodes' --sim-delay")
@@ -103,7 +123,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.keep, "keep", false, "keep the directory of logs, Redis data and the tool ledger (kept anyway on failure)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no progress or fault lines")
 	fs.DurationVar(&c.giveUp, "redis-give-up", 2*time.Second, "the nodes' --redis-give-up: short, so a stall makes a node give sessions up and a resume adopt them (0: the node's default)")
-	fs.IntVar(&c.replicas, "redis-replicas", 0, "with --sentinel, the nodes' --redis-replicas (0: the node's default, 1: every replica the master lists, and at least one)")
+	fs.IntVar(&c.replicas, "redis-replicas", 0, "with --sentinel or --cluster, the nodes' --redis-replicas (0: the node's default, 1: every replica the master lists, and at least one)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 0, "the nodes' --lease-ttl: a stall or partition longer lets another node take a node's runs over (0: the node's default, 3s)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -114,17 +134,18 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	if c.clients < 1 || c.duration <= 0 || c.settle <= 0 || c.every <= 0 || c.dropRate < 0 || c.giveUp < 0 || c.leaseTTL < 0 || c.replicas < 0 {
 		return c, errors.New("--clients must be at least 1; --duration, --settle and --fault-every above 0; --drop-rate, --redis-give-up, --lease-ttl and --redis-replicas not negative")
 	}
-	var err error
-	switch {
-	case *faults != "":
-		c.kinds, err = parseKinds(*faults, c.sentinel)
-	case c.sentinel:
-		c.kinds = sentinelKinds
-	default:
-		c.kinds = kinds
+	if c.sentinel && c.cluster {
+		return c, errors.New("--sentinel and --cluster: one or the other")
 	}
-	if err != nil {
-		return c, err
+	if c.cluster && !canTellPeers {
+		return c, errors.New("--cluster needs Linux: its fronts tell the nodes' connections apart by /proc")
+	}
+	c.kinds = c.mode().kinds()
+	if *faults != "" {
+		var err error
+		if c.kinds, err = parseKinds(*faults, c.mode()); err != nil {
+			return c, err
+		}
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -188,7 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	ledger := filepath.Join(dir, "tools.ledger")
 
 	// Every process is killed on the way out, whatever the way.
-	rs, err := startRedisSet(ctx, dir, cfg.sentinel)
+	rs, err := startRedisSet(ctx, dir, cfg.mode(), progress)
 	defer rs.kill()
 	if err != nil {
 		return err
@@ -217,7 +238,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 
 	start := time.Now()
 	ph := phases{stopRuns: start.Add(cfg.duration), hardEnd: start.Add(cfg.duration + cfg.settle)}
-	sched := schedule(cfg.seed, cfg.duration, cfg.every, cfg.nodes, cfg.kinds)
+	masters := 0
+	if cfg.cluster {
+		masters = clusterMasters
+	}
+	sched := schedule(cfg.seed, cfg.duration, cfg.every, cfg.nodes, masters, cfg.kinds)
 	in := newInjector(rs, nodes, progress)
 	stopFaults := make(chan struct{})
 	var faultsWG sync.WaitGroup
@@ -250,7 +275,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	in.healAll(ctx)
 	clientsWG.Wait()
 
-	rep := &report{Seed: cfg.seed, Duration: cfg.duration.Seconds(), Nodes: cfg.nodes, Clients: cfg.clients}
+	rep := &report{Seed: cfg.seed, Duration: cfg.duration.Seconds(), Nodes: cfg.nodes, Clients: cfg.clients, Redis: cfg.mode().String()}
 	rep.Faults, rep.FaultErrors = in.result()
 	var connectErr error
 	for _, r := range results {
@@ -291,23 +316,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	return nil
 }
 
-// newNode makes node i's fault proxy and command line.
+// newNode makes node i's fault proxies and command line.
 func newNode(i int, dir, bin string, rs *redisSet, cfg config, mcp []string) (*node, error) {
-	p, err := faultproxy.Start(rs.servers[0].addr())
-	if err != nil {
-		return nil, err
+	var ps proxySet
+	var redisURL string
+	switch {
+	case rs.cluster != nil:
+		// A proxy per server, handed the node's connections by the
+		// server's front (front.go), which is the address in the URL.
+		for _, s := range rs.servers {
+			ps = append(ps, faultproxy.New(s.addr()))
+		}
+		redisURL = rs.url()
+	default:
+		p, err := faultproxy.Start(rs.servers[0].addr())
+		if err != nil {
+			return nil, err
+		}
+		ps = proxySet{p}
+		redisURL = "redis://" + p.Addr() + "/0"
+		if cfg.sentinel {
+			redisURL = rs.url() // the sentinels name the master: no proxy in the way
+		}
 	}
 	port, err := freePort()
 	if err != nil {
-		p.Close()
+		ps.Close()
 		return nil, err
 	}
 	name := string(nodeName(i))
-	n := &node{name: name, addr: "127.0.0.1:" + strconv.Itoa(port), bin: bin, proxy: p,
+	n := &node{name: name, addr: "127.0.0.1:" + strconv.Itoa(port), bin: bin, proxy: ps,
 		log: filepath.Join(dir, "node-"+name+".log")}
-	redisURL := "redis://" + p.Addr() + "/0"
-	if cfg.sentinel {
-		redisURL = rs.url() // the sentinels name the master: no proxy in the way
+	if rs.cluster != nil {
+		n.routes = rs.cluster.routes
 	}
 	n.args = []string{"--addr", n.addr, "--store", "redis", "--redis-url", redisURL,
 		"--sim-delay", cfg.simDelay.String(), "--retry-base", "20ms", "--log-level", "debug",
@@ -321,7 +362,7 @@ func newNode(i int, dir, bin string, rs *redisSet, cfg config, mcp []string) (*n
 	if cfg.leaseTTL > 0 {
 		n.args = append(n.args, "--lease-ttl", cfg.leaseTTL.String())
 	}
-	if cfg.sentinel && cfg.replicas > 0 {
+	if (cfg.sentinel || cfg.cluster) && cfg.replicas > 0 {
 		n.args = append(n.args, "--redis-replicas", strconv.Itoa(cfg.replicas))
 	}
 	return n, nil

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 )
@@ -14,6 +13,7 @@ type report struct {
 	Duration float64 `json:"duration_seconds"` // of the faults; the settling after is not counted
 	Nodes    int     `json:"nodes"`
 	Clients  int     `json:"clients"`
+	Redis    string  `json:"redis"` // single, sentinel or cluster
 
 	Faults      map[kind]int `json:"faults"`       // made, by kind
 	FaultErrors []string     `json:"fault_errors"` // faults that could not be made or healed
@@ -94,10 +94,11 @@ func (r *report) add(c clientResult) {
 }
 
 func printReport(w io.Writer, r *report) {
-	fmt.Fprintf(w, "baton-chaos: seed %d, %v of faults, %d nodes, %d clients\n",
-		r.Seed, time.Duration(r.Duration*float64(time.Second)).Round(time.Second), r.Nodes, r.Clients)
+	redis := map[string]string{"sentinel": ", Redis under Sentinel", "cluster": ", a Redis Cluster"}[r.Redis]
+	fmt.Fprintf(w, "baton-chaos: seed %d, %v of faults, %d nodes, %d clients%s\n",
+		r.Seed, time.Duration(r.Duration*float64(time.Second)).Round(time.Second), r.Nodes, r.Clients, redis)
 	fmt.Fprintln(w, "faults injected:")
-	for _, k := range append(slices.Clone(kinds), faultFailover) {
+	for _, k := range allKinds {
 		if r.Faults[k] > 0 {
 			fmt.Fprintf(w, "  %-18s %d\n", k, r.Faults[k])
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -28,13 +29,22 @@ const masterName = "chaos"
 // for a replica in sync before one.
 const failoverTimeout = 60 * time.Second
 
-// redisSet is the run's Redis: one server, or a Sentinel setup.
+// redisSet is the run's Redis: one server, a Sentinel setup, or a Redis
+// Cluster (rediscluster.go).
 type redisSet struct {
-	servers   []*redisServer // the data servers: the first is the first master
+	servers   []*redisServer // the data servers: the first is the first master (but in a cluster)
 	sentinels []*redisServer // none without --sentinel
+	cluster   *clusterSet    // nil without --cluster
 }
 
-func startRedisSet(ctx context.Context, dir string, sentinel bool) (*redisSet, error) {
+// startRedisSet starts the Redis of mode m (a cluster logs the steps of
+// its faults to log); the set it returns, even with
+// an error, is to be killed.
+func startRedisSet(ctx context.Context, dir string, m redisMode, log io.Writer) (*redisSet, error) {
+	if m == modeCluster {
+		return startCluster(ctx, dir, log)
+	}
+	sentinel := m == modeSentinel
 	rs := &redisSet{}
 	add := func(name string, opt redisOptions, to *[]*redisServer) error {
 		d := filepath.Join(dir, name)
@@ -80,6 +90,9 @@ func startRedisSet(ctx context.Context, dir string, sentinel bool) (*redisSet, e
 
 // url is the nodes' --redis-url.
 func (rs *redisSet) url() string {
+	if rs.cluster != nil {
+		return rs.cluster.url()
+	}
 	if len(rs.sentinels) == 0 {
 		return "redis://" + rs.servers[0].addr() + "/0"
 	}
@@ -252,10 +265,13 @@ func (rs *redisSet) all() []*redisServer {
 	return append(append([]*redisServer(nil), rs.servers...), rs.sentinels...)
 }
 
-// kill kills every server of the set.
+// kill kills every server of the set (and stops a cluster's fronts).
 func (rs *redisSet) kill() {
 	for _, s := range rs.all() {
 		s.kill()
+	}
+	if rs.cluster != nil {
+		rs.cluster.close()
 	}
 }
 

@@ -1,8 +1,12 @@
 // Package faultproxy is a TCP proxy that injects the faults a network and a
 // server produce: latency, a stall, connection resets and a partition. The
 // tests and the chaos command put one between a Baton node and
-// redis-server, so one node can lose Redis while another keeps it. It knows
-// nothing of Redis or Baton: it moves bytes, or refuses to.
+// redis-server, so one node can lose Redis while another keeps it. A Proxy
+// made with New has no listener of its own: a listener shared by several
+// proxies hands each its connections (Serve), as the chaos command's fronts
+// of a Redis Cluster do, telling one Baton node's connections from
+// another's. It knows nothing of Redis or Baton: it moves bytes, or refuses
+// to.
 //
 // A Proxy's methods may be called concurrently.
 package faultproxy
@@ -26,7 +30,7 @@ const chunkSize = 32 << 10
 // Proxy forwards each accepted connection to its target, with the faults
 // set on it.
 type Proxy struct {
-	ln     net.Listener
+	ln     net.Listener    // nil for a Proxy made with New
 	ctx    context.Context // cancelled by Close: ends dials under way
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the proxy started
@@ -55,18 +59,46 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultproxy: listen: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	flowing := make(chan struct{})
-	close(flowing)
-	p := &Proxy{ln: ln, ctx: ctx, cancel: cancel, target: target,
-		flowing: flowing, conns: make(map[*pair]struct{})}
+	p := New(target)
+	p.ln = ln
 	p.wg.Add(1)
 	go p.accept() // owned by p: Close waits for it
 	return p, nil
 }
 
-// Addr returns the host:port to give a client (Baton) as its server.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+// New returns a Proxy to target with no listener of its own: it proxies
+// the connections given to Serve.
+func New(target string) *Proxy {
+	ctx, cancel := context.WithCancel(context.Background())
+	flowing := make(chan struct{})
+	close(flowing)
+	return &Proxy{ctx: ctx, cancel: cancel, target: target,
+		flowing: flowing, conns: make(map[*pair]struct{})}
+}
+
+// Addr returns the host:port to give a client (Baton) as its server; ""
+// for a Proxy made with New.
+func (p *Proxy) Addr() string {
+	if p.ln == nil {
+		return ""
+	}
+	return p.ln.Addr().String()
+}
+
+// Serve proxies c, a connection accepted by a listener of the caller's, as
+// if the proxy's own had accepted it: the proxy owns c from now on (a
+// closed proxy resets it). It returns at once.
+func (p *Proxy) Serve(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		rst(c)
+		return
+	}
+	// Added under mu, before Close (which sets closed under mu) waits.
+	p.wg.Add(1)
+	go p.serve(c) // owned by p: Close waits for it
+}
 
 // SetLatency delays every chunk forwarded, both ways, by d (0 = none). A
 // chunk is what one read returned, so pipelined commands may share one
@@ -147,8 +179,9 @@ func (p *Proxy) Conns() int {
 	return len(p.conns)
 }
 
-// Close stops the proxy: it stops listening, resets every connection and
-// waits for every goroutine it started.
+// Close stops the proxy: it stops listening, resets every connection
+// (and every one given to Serve after) and waits for every goroutine it
+// started.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -159,7 +192,10 @@ func (p *Proxy) Close() error {
 	conns := p.take()
 	p.mu.Unlock()
 	p.cancel()
-	err := p.ln.Close()
+	var err error
+	if p.ln != nil {
+		err = p.ln.Close()
+	}
 	for _, c := range conns {
 		c.reset()
 	}

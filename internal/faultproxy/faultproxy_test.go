@@ -298,3 +298,64 @@ func TestClose(t *testing.T) {
 		t.Error("dial after Close succeeded")
 	}
 }
+
+// TestServe: proxies made with New share one listener of the caller's,
+// which hands each its connections; a fault of one leaves the other's
+// connections alone, and a closed one resets what it is given.
+func TestServe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := faultproxy.New(echo(t, "a")), faultproxy.New(echo(t, "b"))
+	if pa.Addr() != "" {
+		t.Errorf("Addr of a proxy without a listener = %q", pa.Addr())
+	}
+	// The listener's goroutine hands the connections out in turn: a, b, a…
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			[]*faultproxy.Proxy{pa, pb}[i%2].Serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		pa.Close()
+		pb.Close()
+	})
+	connect := func() *conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return &conn{Conn: c, r: bufio.NewReader(c)}
+	}
+	ca, cb := connect(), connect()
+	mustAsk(t, ca, "1", "a:1")
+	mustAsk(t, cb, "2", "b:2")
+	waitConns(t, pa, 1)
+	waitConns(t, pb, 1)
+
+	pa.Partition()
+	if got, err := ca.ask("3", waitTimeout); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("ask through a partitioned proxy = %q, %v; want the connection reset", got, err)
+	}
+	mustAsk(t, cb, "4", "b:4")
+
+	if err := pa.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := connect() // the third connection: given to pa, closed
+	if got, err := closed.ask("5", waitTimeout); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("ask through a closed proxy = %q, %v; want the connection reset", got, err)
+	}
+	mustAsk(t, cb, "6", "b:6")
+}
