@@ -84,7 +84,7 @@ func TestReplicas(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			master, replicas := withReplicas(t, tt.replicas)
 			stopped := replicas[len(replicas)-1]
-			s, c := newStore(t, master, "a", redisstore.Options{Replicas: tt.min})
+			s, c := newStore(t, onServer(master), "a", redisstore.Options{Replicas: tt.min})
 			id, r, rec := newSession(t, s, 1, 100)
 			defer r.Close()
 			appendCommit(t, r, 1)
@@ -140,7 +140,7 @@ func TestReplicaLeavesHeld(t *testing.T) {
 	const hold = 2 * time.Second
 	ctx := context.Background()
 	master, replicas := withReplicas(t, 2)
-	s, c := newStore(t, master, "a", redisstore.Options{Replicas: 1, ReplicaHold: hold})
+	s, c := newStore(t, onServer(master), "a", redisstore.Options{Replicas: 1, ReplicaHold: hold})
 	id, r, rec := newSession(t, s, 1, 100)
 	defer r.Close()
 	// This write's round trip lists both replicas, after listed.
@@ -191,7 +191,7 @@ func TestLeaseReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Leave(ctx) })
-	other := join(t, master, "other", ttl)
+	other := join(t, onServer(master), "other", ttl)
 
 	select {
 	case <-n.Lapses():
