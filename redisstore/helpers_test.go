@@ -30,6 +30,8 @@ const waitTimeout = 10 * time.Second
 type target struct {
 	server  *redistest.Server  // one server, or nil
 	cluster *redistest.Cluster // a Redis Cluster, or nil
+	// replicas are the server's replicas, if any (replicatedTargets).
+	replicas []*redistest.Server
 }
 
 // onServer is srv as a target.
