@@ -169,7 +169,13 @@ func (r *recorder) poke() {
 // failing t after waitTimeout.
 func (r *recorder) wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
+	r.waitWithin(t, waitTimeout, what, cond)
+}
+
+// waitWithin is wait, failing t after d.
+func (r *recorder) waitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		r.mu.Lock()
@@ -183,7 +189,7 @@ func (r *recorder) wait(t testing.TB, what string, cond func() bool) {
 		case <-deadline.C:
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			t.Fatalf("waited %v for %s: %d entries durable, lost %v", waitTimeout, what, len(r.durable), r.lost)
+			t.Fatalf("waited %v for %s: %d entries durable, lost %v", d, what, len(r.durable), r.lost)
 		}
 	}
 }
