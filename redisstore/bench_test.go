@@ -49,7 +49,7 @@ func BenchmarkWriterReplicas(b *testing.B) {
 
 func benchWriter(b *testing.B, srv *redistest.Server, opt redisstore.Options, sessions, window int) {
 	ctx := context.Background()
-	s, c := newStore(b, srv, "bench", opt)
+	s, c := newStore(b, onServer(srv), "bench", opt)
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		b.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func benchWriter(b *testing.B, srv *redistest.Server, opt redisstore.Options, se
 func BenchmarkAppendCommit(b *testing.B) {
 	ctx := context.Background()
 	srv := redistest.Start(b)
-	s, _ := newStore(b, srv, "bench", redisstore.Options{})
+	s, _ := newStore(b, onServer(srv), "bench", redisstore.Options{})
 	if err := s.CreateSession(ctx, "bench", redisstore.SessionMeta{Capacity: 1000}); err != nil {
 		b.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func BenchmarkAppendCommit(b *testing.B) {
 func BenchmarkOpenRing1000(b *testing.B) {
 	srv := redistest.Start(b)
 	ctx := context.Background()
-	s, _ := newStore(b, srv, "owner", redisstore.Options{})
+	s, _ := newStore(b, onServer(srv), "owner", redisstore.Options{})
 	id := "bench-open"
 	if err := s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 1000}); err != nil {
 		b.Fatal(err)
@@ -212,7 +212,7 @@ func BenchmarkOpenRing1000(b *testing.B) {
 		r.Commit()
 	}
 	flush(b, r)
-	other, _ := newStore(b, srv, "other", redisstore.Options{})
+	other, _ := newStore(b, onServer(srv), "other", redisstore.Options{})
 	b.ReportAllocs()
 	for b.Loop() {
 		ring, _, err := other.OpenRing(ctx, id, redisstore.Callbacks{})

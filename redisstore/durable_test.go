@@ -20,67 +20,68 @@ import (
 // of the latest unit that had one, never one past last_seq.
 func TestUnitsLandWhole(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	s, c := newStore(t, srv, "a", redisstore.Options{})
-	id, r, _ := newSession(t, s, 1, 1000)
-	defer r.Close()
+	forTargets(t, func(t *testing.T, tg target) {
+		s, c := newStore(t, tg, "a", redisstore.Options{})
+		id, r, _ := newSession(t, s, 1, 1000)
+		defer r.Close()
 
-	type seen struct {
-		last, cpSeq uint64
-		cp          string
-	}
-	var observed []seen
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		meta := "baton:{" + id + "}:meta"
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v, err := c.HMGet(ctx, meta, "last_seq", "cp_seq", "cp").Result()
-			if err != nil {
-				t.Errorf("poll: %v", err)
-				return
-			}
-			last, _ := strconv.ParseUint(v[0].(string), 10, 64)
-			cpSeq, _ := strconv.ParseUint(v[1].(string), 10, 64)
-			cp, _ := v[2].(string)
-			observed = append(observed, seen{last, cpSeq, cp})
+		type seen struct {
+			last, cpSeq uint64
+			cp          string
 		}
+		var observed []seen
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			meta := "baton:{" + id + "}:meta"
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, err := c.HMGet(ctx, meta, "last_seq", "cp_seq", "cp").Result()
+				if err != nil {
+					t.Errorf("poll: %v", err)
+					return
+				}
+				last, _ := strconv.ParseUint(v[0].(string), 10, 64)
+				cpSeq, _ := strconv.ParseUint(v[1].(string), 10, 64)
+				cp, _ := v[2].(string)
+				observed = append(observed, seen{last, cpSeq, cp})
+			}
+		})
+
+		// Unit i has 1 + i%4 events, and a checkpoint unless i%3 == 2.
+		wantCp := map[uint64]uint64{0: 0} // a unit's last seq → the cp_seq Redis must show with it
+		cpSeq := uint64(0)
+		for i := range 300 {
+			appendOnly(t, r, 1+i%4)
+			last, _, _ := r.Last(ctx)
+			if i%3 != 2 {
+				r.Checkpoint(fmt.Appendf(nil, "cp-%d", last))
+				cpSeq = last
+			}
+			wantCp[last] = cpSeq
+			r.Commit()
+		}
+		flush(t, r)
+		close(stop)
+		wg.Wait()
+
+		for _, o := range observed {
+			want, ok := wantCp[o.last]
+			switch {
+			case !ok:
+				t.Fatalf("Redis showed last_seq %d, inside a unit", o.last)
+			case o.cpSeq != want:
+				t.Fatalf("Redis showed last_seq %d with cp_seq %d, want %d", o.last, o.cpSeq, want)
+			case want > 0 && o.cp != fmt.Sprintf("cp-%d", want):
+				t.Fatalf("Redis showed cp_seq %d with checkpoint %q", o.cpSeq, o.cp)
+			}
+		}
+		t.Logf("%d snapshots of Redis, all at unit boundaries", len(observed))
 	})
-
-	// Unit i has 1 + i%4 events, and a checkpoint unless i%3 == 2.
-	wantCp := map[uint64]uint64{0: 0} // a unit's last seq → the cp_seq Redis must show with it
-	cpSeq := uint64(0)
-	for i := range 300 {
-		appendOnly(t, r, 1+i%4)
-		last, _, _ := r.Last(ctx)
-		if i%3 != 2 {
-			r.Checkpoint(fmt.Appendf(nil, "cp-%d", last))
-			cpSeq = last
-		}
-		wantCp[last] = cpSeq
-		r.Commit()
-	}
-	flush(t, r)
-	close(stop)
-	wg.Wait()
-
-	for _, o := range observed {
-		want, ok := wantCp[o.last]
-		switch {
-		case !ok:
-			t.Fatalf("Redis showed last_seq %d, inside a unit", o.last)
-		case o.cpSeq != want:
-			t.Fatalf("Redis showed last_seq %d with cp_seq %d, want %d", o.last, o.cpSeq, want)
-		case want > 0 && o.cp != fmt.Sprintf("cp-%d", want):
-			t.Fatalf("Redis showed cp_seq %d with checkpoint %q", o.cpSeq, o.cp)
-		}
-	}
-	t.Logf("%d snapshots of Redis, all at unit boundaries", len(observed))
 }
 
 // appendOnly appends n events to r without committing.
@@ -98,71 +99,72 @@ func appendOnly(t testing.TB, r *redisstore.Ring, n int) {
 // where Redis was.
 func TestFencing(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	a, _ := newStore(t, srv, "a", redisstore.Options{})
-	b, _ := newStore(t, srv, "b", redisstore.Options{})
-	id := sessionID(t, 1)
-	if err := a.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.CreateSession(ctx, id, redisstore.SessionMeta{}); !errors.Is(err, redisstore.ErrExists) {
-		t.Errorf("creating it again: %v, want ErrExists", err)
-	}
-	recA := newRecorder()
-	ra := a.NewRing(id, 10, recA.callbacks())
-	defer ra.Close()
-	appendCommit(t, ra, 3)
-	flush(t, ra)
-
-	tests := []struct {
-		name   string
-		id     string
-		from   string
-		want   bool
-		wantIs error
-	}{
-		{"from the wrong owner", id, "x", false, nil},
-		{"a missing session", "nope", "a", false, redisstore.ErrNotFound},
-		{"from the owner", id, "a", true, nil},
-		{"again", id, "a", false, nil},
-	}
-	for _, tt := range tests {
-		ok, err := b.Claim(ctx, tt.id, tt.from)
-		if ok != tt.want || !errors.Is(err, tt.wantIs) || (tt.wantIs == nil && err != nil) {
-			t.Errorf("Claim %s: %v, %v; want %v, %v", tt.name, ok, err, tt.want, tt.wantIs)
+	forTargets(t, func(t *testing.T, tg target) {
+		a, _ := newStore(t, tg, "a", redisstore.Options{})
+		b, _ := newStore(t, tg, "b", redisstore.Options{})
+		id := sessionID(t, 1)
+		if err := a.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if info, _ := a.Lookup(ctx, id); info.Owner != "b" {
-		t.Errorf("owner %q after the claim, want b", info.Owner)
-	}
-	rb, loaded, err := b.OpenRing(ctx, id, redisstore.Callbacks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rb.Close()
-	if loaded.LastSeq != 3 {
-		t.Fatalf("B opened at seq %d, want 3", loaded.LastSeq)
-	}
+		if err := a.CreateSession(ctx, id, redisstore.SessionMeta{}); !errors.Is(err, redisstore.ErrExists) {
+			t.Errorf("creating it again: %v, want ErrExists", err)
+		}
+		recA := newRecorder()
+		ra := a.NewRing(id, 10, recA.callbacks())
+		defer ra.Close()
+		appendCommit(t, ra, 3)
+		flush(t, ra)
 
-	appendCommit(t, ra, 1)
-	if err := recA.waitLost(t); !errors.Is(err, redisstore.ErrNotOwner) {
-		t.Errorf("A's OnLost(%v), want ErrNotOwner", err)
-	}
-	if info, _ := a.Lookup(ctx, id); info.LastSeq != 3 {
-		t.Errorf("A wrote after losing the session: Redis holds seq %d", info.LastSeq)
-	}
-	if seq, _ := ra.Durable(); seq != 3 {
-		t.Errorf("A's Durable = %d, want 3", seq)
-	}
+		tests := []struct {
+			name   string
+			id     string
+			from   string
+			want   bool
+			wantIs error
+		}{
+			{"from the wrong owner", id, "x", false, nil},
+			{"a missing session", "nope", "a", false, redisstore.ErrNotFound},
+			{"from the owner", id, "a", true, nil},
+			{"again", id, "a", false, nil},
+		}
+		for _, tt := range tests {
+			ok, err := b.Claim(ctx, tt.id, tt.from)
+			if ok != tt.want || !errors.Is(err, tt.wantIs) || (tt.wantIs == nil && err != nil) {
+				t.Errorf("Claim %s: %v, %v; want %v, %v", tt.name, ok, err, tt.want, tt.wantIs)
+			}
+		}
+		if info, _ := a.Lookup(ctx, id); info.Owner != "b" {
+			t.Errorf("owner %q after the claim, want b", info.Owner)
+		}
+		rb, loaded, err := b.OpenRing(ctx, id, redisstore.Callbacks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rb.Close()
+		if loaded.LastSeq != 3 {
+			t.Fatalf("B opened at seq %d, want 3", loaded.LastSeq)
+		}
 
-	appendCommit(t, rb, 2)
-	flush(t, rb)
-	o, _, err := a.OpenRing(ctx, id, redisstore.Callbacks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Close()
-	sameAnswers(t, rb, o)
+		appendCommit(t, ra, 1)
+		if err := recA.waitLost(t); !errors.Is(err, redisstore.ErrNotOwner) {
+			t.Errorf("A's OnLost(%v), want ErrNotOwner", err)
+		}
+		if info, _ := a.Lookup(ctx, id); info.LastSeq != 3 {
+			t.Errorf("A wrote after losing the session: Redis holds seq %d", info.LastSeq)
+		}
+		if seq, _ := ra.Durable(); seq != 3 {
+			t.Errorf("A's Durable = %d, want 3", seq)
+		}
+
+		appendCommit(t, rb, 2)
+		flush(t, rb)
+		o, _, err := a.OpenRing(ctx, id, redisstore.Callbacks{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		sameAnswers(t, rb, o)
+	})
 }
 
 // TestConflict: a ring opened before the former owner's last writes (the
@@ -170,36 +172,37 @@ func TestFencing(t *testing.T) {
 // former owner's history.
 func TestConflict(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	a, _ := newStore(t, srv, "a", redisstore.Options{})
-	b, _ := newStore(t, srv, "b", redisstore.Options{})
-	id := sessionID(t, 1)
-	a.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
-	ra := a.NewRing(id, 10, redisstore.Callbacks{})
-	defer ra.Close()
-	appendCommit(t, ra, 2)
-	flush(t, ra)
+	forTargets(t, func(t *testing.T, tg target) {
+		a, _ := newStore(t, tg, "a", redisstore.Options{})
+		b, _ := newStore(t, tg, "b", redisstore.Options{})
+		id := sessionID(t, 1)
+		a.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
+		ra := a.NewRing(id, 10, redisstore.Callbacks{})
+		defer ra.Close()
+		appendCommit(t, ra, 2)
+		flush(t, ra)
 
-	recB := newRecorder()
-	rb, _, err := b.OpenRing(ctx, id, recB.callbacks()) // too early
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rb.Close()
-	appendCommit(t, ra, 1)
-	flush(t, ra)
-	if ok, err := b.Claim(ctx, id, "a"); !ok || err != nil {
-		t.Fatalf("Claim: %v, %v", ok, err)
-	}
-	rb.Append(ctx, "other", frame) // seq 3 again, another event
-	rb.Commit()
-	if err := recB.waitLost(t); !errors.Is(err, redisstore.ErrConflict) {
-		t.Errorf("B's OnLost(%v), want ErrConflict", err)
-	}
-	page, err := b.Read(ctx, id, 2, 0)
-	if _, want, _ := ra.Last(ctx); err != nil || page.LastSum != want {
-		t.Errorf("Redis holds %+v, %v; want A's seq 3", page, err)
-	}
+		recB := newRecorder()
+		rb, _, err := b.OpenRing(ctx, id, recB.callbacks()) // too early
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rb.Close()
+		appendCommit(t, ra, 1)
+		flush(t, ra)
+		if ok, err := b.Claim(ctx, id, "a"); !ok || err != nil {
+			t.Fatalf("Claim: %v, %v", ok, err)
+		}
+		rb.Append(ctx, "other", frame) // seq 3 again, another event
+		rb.Commit()
+		if err := recB.waitLost(t); !errors.Is(err, redisstore.ErrConflict) {
+			t.Errorf("B's OnLost(%v), want ErrConflict", err)
+		}
+		page, err := b.Read(ctx, id, 2, 0)
+		if _, want, _ := ra.Last(ctx); err != nil || page.LastSum != want {
+			t.Errorf("Redis holds %+v, %v; want A's seq 3", page, err)
+		}
+	})
 }
 
 // TestCloseFromOnLost: the owner may free its session, closing the ring,
@@ -207,8 +210,8 @@ func TestConflict(t *testing.T) {
 func TestCloseFromOnLost(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	a, _ := newStore(t, srv, "a", redisstore.Options{})
-	b, _ := newStore(t, srv, "b", redisstore.Options{})
+	a, _ := newStore(t, onServer(srv), "a", redisstore.Options{})
+	b, _ := newStore(t, onServer(srv), "b", redisstore.Options{})
 	id := sessionID(t, 1)
 	a.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
 	var r *redisstore.Ring
@@ -230,7 +233,7 @@ func TestCloseFromOnLost(t *testing.T) {
 // writing with ErrNotFound.
 func TestRedisRestartedEmpty(t *testing.T) {
 	srv := redistest.Start(t)
-	s, _ := newStore(t, srv, "a", redisstore.Options{})
+	s, _ := newStore(t, onServer(srv), "a", redisstore.Options{})
 	_, r, rec := newSession(t, s, 1, 10)
 	defer r.Close()
 	appendCommit(t, r, 3)
@@ -252,7 +255,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 // reports the ring lost; Close does not wait past FlushTimeout.
 func TestGiveUp(t *testing.T) {
 	srv := redistest.Start(t)
-	s, _ := newStore(t, srv, "a", redisstore.Options{GiveUpAfter: 300 * time.Millisecond})
+	s, _ := newStore(t, onServer(srv), "a", redisstore.Options{GiveUpAfter: 300 * time.Millisecond})
 	_, r, rec := newSession(t, s, 1, 10)
 	appendCommit(t, r, 2)
 	rec.waitDurable(t, 2)
@@ -280,7 +283,7 @@ func TestGiveUp(t *testing.T) {
 func TestClose(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	s, _ := newStore(t, srv, "a", redisstore.Options{FlushTimeout: 300 * time.Millisecond})
+	s, _ := newStore(t, onServer(srv), "a", redisstore.Options{FlushTimeout: 300 * time.Millisecond})
 
 	id, r, rec := newSession(t, s, 1, 1000)
 	appendCommit(t, r, 200)
@@ -317,7 +320,7 @@ func TestClose(t *testing.T) {
 func TestStoreClose(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	s, c := newStore(t, srv, "a", redisstore.Options{})
+	s, c := newStore(t, onServer(srv), "a", redisstore.Options{})
 	id, r, _ := newSession(t, s, 1, 1000)
 	appendCommit(t, r, 100)
 	if err := s.Close(); err != nil {
@@ -339,26 +342,27 @@ func TestStoreClose(t *testing.T) {
 // TestTTL: every write sets both keys' TTL.
 func TestTTL(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	s, c := newStore(t, srv, "a", redisstore.Options{TTL: time.Hour})
-	id := sessionID(t, 1)
-	s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
-	r := s.NewRing(id, 10, redisstore.Callbacks{})
-	defer r.Close()
-	appendCommit(t, r, 1)
-	flush(t, r)
-	for _, key := range []string{"baton:{" + id + "}:meta", "baton:{" + id + "}:events"} {
-		ttl, err := c.PTTL(ctx, key).Result()
-		if err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
-			t.Errorf("PTTL %s = %v, %v; want about an hour", key, ttl, err)
+	forTargets(t, func(t *testing.T, tg target) {
+		s, c := newStore(t, tg, "a", redisstore.Options{TTL: time.Hour})
+		id := sessionID(t, 1)
+		s.CreateSession(ctx, id, redisstore.SessionMeta{Capacity: 10})
+		r := s.NewRing(id, 10, redisstore.Callbacks{})
+		defer r.Close()
+		appendCommit(t, r, 1)
+		flush(t, r)
+		for _, key := range []string{"baton:{" + id + "}:meta", "baton:{" + id + "}:events"} {
+			ttl, err := c.PTTL(ctx, key).Result()
+			if err != nil || ttl <= 59*time.Minute || ttl > time.Hour {
+				t.Errorf("PTTL %s = %v, %v; want about an hour", key, ttl, err)
+			}
 		}
-	}
-	if err := c.Persist(ctx, "baton:{"+id+"}:meta").Err(); err != nil && err != redis.Nil {
-		t.Fatal(err)
-	}
-	appendCommit(t, r, 1)
-	flush(t, r)
-	if ttl, _ := c.PTTL(ctx, "baton:{"+id+"}:meta").Result(); ttl <= 0 {
-		t.Errorf("a write did not refresh the meta TTL: %v", ttl)
-	}
+		if err := c.Persist(ctx, "baton:{"+id+"}:meta").Err(); err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		appendCommit(t, r, 1)
+		flush(t, r)
+		if ttl, _ := c.PTTL(ctx, "baton:{"+id+"}:meta").Result(); ttl <= 0 {
+			t.Errorf("a write did not refresh the meta TTL: %v", ttl)
+		}
+	})
 }

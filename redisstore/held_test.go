@@ -34,7 +34,7 @@ func TestHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Leave(ctx) })
-	other := join(t, srv, "other", ttl)
+	other := join(t, onServer(srv), "other", ttl)
 	if !n.Held() {
 		t.Fatal("a node that just joined does not hold its lease")
 	}

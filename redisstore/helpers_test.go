@@ -24,12 +24,92 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(skipreport.Reporting(m)) }
 // waitTimeout bounds every wait of these tests.
 const waitTimeout = 10 * time.Second
 
-// newStore returns a Store of node on srv, with its own client, closed
-// when t ends (the Store first, then its client).
-func newStore(t testing.TB, srv *redistest.Server, node string, opt redisstore.Options) (*redisstore.Store, *redis.Client) {
+// A target is the Redis a test's stores share: one redis-server, or a
+// Redis Cluster of three masters, each with a replica. A test that does
+// not depend on one server's identity runs on both (forTargets).
+type target struct {
+	server  *redistest.Server  // one server, or nil
+	cluster *redistest.Cluster // a Redis Cluster, or nil
+	// replicas are the server's replicas, if any (replicatedTargets).
+	replicas []*redistest.Server
+}
+
+// onServer is srv as a target.
+func onServer(srv *redistest.Server) target { return target{server: srv} }
+
+// onCluster is c as a target.
+func onCluster(c *redistest.Cluster) target { return target{cluster: c} }
+
+// forTargets runs fn as a subtest on each target: a server ("server")
+// and a 3-master, 3-replica cluster ("cluster"), each started for the
+// subtest — once per top-level test, for all of fn's own subtests.
+func forTargets(t *testing.T, fn func(t *testing.T, tg target)) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1})
+	for _, tt := range []struct {
+		name  string
+		start func(t *testing.T) target
+	}{
+		{"server", func(t *testing.T) target { return onServer(redistest.Start(t)) }},
+		{"cluster", func(t *testing.T) target { return onCluster(redistest.StartCluster(t, 3, 1)) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) { fn(t, tt.start(t)) })
+	}
+}
+
+// shards are the options of the clients client makes of a cluster, for
+// ClusterOptions.Shards: go-redis's defaults, as cmd/baton's; nil on a
+// server.
+func (tg target) shards() *redis.ClusterOptions {
+	if tg.cluster == nil {
+		return nil
+	}
+	addrs := make([]string, len(tg.cluster.Nodes))
+	for i, n := range tg.cluster.Nodes {
+		addrs[i] = n.Addr()
+	}
+	return &redis.ClusterOptions{Addrs: addrs}
+}
+
+// client returns a new client of tg, closed when t ends: a *redis.Client
+// of the server that does not retry (the writer retries), or a
+// *redis.ClusterClient of the cluster (shards).
+func (tg target) client(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	var c redis.UniversalClient
+	if tg.cluster != nil {
+		c = redis.NewClusterClient(tg.shards())
+	} else {
+		c = redis.NewClient(&redis.Options{Addr: tg.server.Addr(), MaxRetries: -1})
+	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// serving returns the server that holds key: the server, or the master
+// serving its slot.
+func (tg target) serving(t testing.TB, key string) *redistest.Server {
+	t.Helper()
+	if tg.cluster == nil {
+		return tg.server
+	}
+	return tg.cluster.Serving(t, tg.cluster.KeySlot(t, key))
+}
+
+// masters returns the servers that take writes: the server, or the
+// cluster's masters.
+func (tg target) masters(t testing.TB) []*redistest.Server {
+	t.Helper()
+	if tg.cluster == nil {
+		return []*redistest.Server{tg.server}
+	}
+	return tg.cluster.Masters(t)
+}
+
+// newStore returns a Store of node on tg, with its own client, closed
+// when t ends (the Store first, then its client).
+func newStore(t testing.TB, tg target, node string, opt redisstore.Options) (*redisstore.Store, redis.UniversalClient) {
+	t.Helper()
+	c := tg.client(t)
 	opt.Node = node
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -89,7 +169,13 @@ func (r *recorder) poke() {
 // failing t after waitTimeout.
 func (r *recorder) wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
+	r.waitWithin(t, waitTimeout, what, cond)
+}
+
+// waitWithin is wait, failing t after d.
+func (r *recorder) waitWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		r.mu.Lock()
@@ -103,7 +189,7 @@ func (r *recorder) wait(t testing.TB, what string, cond func() bool) {
 		case <-deadline.C:
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			t.Fatalf("waited %v for %s: %d entries durable, lost %v", waitTimeout, what, len(r.durable), r.lost)
+			t.Fatalf("waited %v for %s: %d entries durable, lost %v", d, what, len(r.durable), r.lost)
 		}
 	}
 }

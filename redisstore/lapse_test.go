@@ -36,7 +36,7 @@ func TestLapses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Leave(ctx) })
-	other := join(t, srv, "other", ttl)
+	other := join(t, onServer(srv), "other", ttl)
 
 	// Live, across several renewals: no lapse.
 	select {

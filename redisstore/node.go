@@ -164,9 +164,16 @@ return 1
 
 // renew renews the lease; with NodeOptions.Replicas, only once the
 // replicas hold the renewal (replicaSet: WAIT on the same connection, in
-// one pipeline).
+// one pipeline — on a cluster, the connection of the node keys' master:
+// masterPipeline).
 func (n *Node) renew(ctx context.Context) error {
 	p := n.lease.Pipeline()
+	if n.replicas.min > 0 {
+		var err error
+		if p, err = masterPipeline(ctx, n.lease, nodesKey); err != nil {
+			return fmt.Errorf("renew the lease: %w", err)
+		}
+	}
 	// EVAL, not EVALSHA: a restarted Redis has no script cache, and a
 	// pipeline does not fall back.
 	renewScript.Eval(ctx, p, []string{aliveKey(n.id), nodesKey},

@@ -44,6 +44,44 @@ func withReplicas(t testing.TB, n int) (master *redistest.Server, replicas []*re
 	return master, replicas
 }
 
+// replicatedTargets start the Redis of a replicas test, on which a
+// master's replicas may be stopped: a master with n replicas, or a
+// cluster of three masters with n replicas each.
+var replicatedTargets = []struct {
+	name  string
+	start func(t *testing.T, n int) target
+}{
+	{"server", func(t *testing.T, n int) target {
+		master, replicas := withReplicas(t, n)
+		return target{server: master, replicas: replicas}
+	}},
+	{"cluster", func(t *testing.T, n int) target { return onCluster(redistest.StartCluster(t, 3, n)) }},
+}
+
+// replicasOf returns the replicas of master, a master of tg.
+func (tg target) replicasOf(t testing.TB, master *redistest.Server) []*redistest.Server {
+	t.Helper()
+	if tg.cluster == nil {
+		return tg.replicas
+	}
+	return tg.cluster.ReplicasOf(t, master)
+}
+
+// onReplica returns a connection to replica rs of tg that reads what it
+// holds (READONLY on a cluster, where a replica redirects reads to its
+// master otherwise), closed when t ends.
+func onReplica(t testing.TB, tg target, rs *redistest.Server) redis.Cmdable {
+	t.Helper()
+	conn := rs.Client(t).Conn()
+	t.Cleanup(func() { conn.Close() })
+	if tg.cluster != nil {
+		if err := conn.ReadOnly(context.Background()).Err(); err != nil {
+			t.Fatalf("READONLY on %s: %v", rs.Addr(), err)
+		}
+	}
+	return conn
+}
+
 // eventually polls cond until it returns nil, failing t after waitTimeout
 // with its last error.
 func eventually(t testing.TB, what string, cond func(ctx context.Context) error) {
@@ -72,7 +110,15 @@ func eventually(t testing.TB, what string, cond func(ctx context.Context) error)
 // it never counts — even when another replica holds it, for the sentinels
 // might promote the stopped one; continued, the replica catches up and
 // the write counts, once. Without Replicas the master's reply counts.
+// On a cluster the replicas are those of the session's master (the
+// writer's WAIT goes to each master on its own connection: writeShards).
 func TestReplicas(t *testing.T) {
+	for _, target := range replicatedTargets {
+		t.Run(target.name, func(t *testing.T) { testReplicas(t, target.start) })
+	}
+}
+
+func testReplicas(t *testing.T, start func(t *testing.T, n int) target) {
 	for _, tt := range []struct {
 		name          string
 		min, replicas int
@@ -82,10 +128,15 @@ func TestReplicas(t *testing.T) {
 		{name: "both replicas must hold the write", min: 1, replicas: 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			master, replicas := withReplicas(t, tt.replicas)
+			tg := start(t, tt.replicas)
+			s, c := newStore(t, tg, "a", redisstore.Options{Replicas: tt.min})
+			id := sessionID(t, 1)
+			replicas := tg.replicasOf(t, tg.serving(t, "baton:{"+id+"}:meta"))
+			if len(replicas) != tt.replicas {
+				t.Fatalf("the session's master has %d replicas, want %d", len(replicas), tt.replicas)
+			}
 			stopped := replicas[len(replicas)-1]
-			s, c := newStore(t, master, "a", redisstore.Options{Replicas: tt.min})
-			id, r, rec := newSession(t, s, 1, 100)
+			_, r, rec := newSession(t, s, 1, 100)
 			defer r.Close()
 			appendCommit(t, r, 1)
 			rec.waitDurable(t, 1)
@@ -122,7 +173,7 @@ func TestReplicas(t *testing.T) {
 				t.Errorf("durable seqs %v, want 1 2 3 once each", seqs)
 			}
 			for i, rs := range replicas {
-				rc := rs.Client(t)
+				rc := onReplica(t, tg, rs)
 				if last, err := rc.HGet(context.Background(), "baton:{"+id+"}:meta", "last_seq").Uint64(); err != nil || last != 3 {
 					t.Errorf("replica %d holds last_seq %d (%v), want 3", i, last, err)
 				}
@@ -140,7 +191,7 @@ func TestReplicaLeavesHeld(t *testing.T) {
 	const hold = 2 * time.Second
 	ctx := context.Background()
 	master, replicas := withReplicas(t, 2)
-	s, c := newStore(t, master, "a", redisstore.Options{Replicas: 1, ReplicaHold: hold})
+	s, c := newStore(t, onServer(master), "a", redisstore.Options{Replicas: 1, ReplicaHold: hold})
 	id, r, rec := newSession(t, s, 1, 100)
 	defer r.Close()
 	// This write's round trip lists both replicas, after listed.
@@ -180,18 +231,24 @@ func TestReplicaLeavesHeld(t *testing.T) {
 // lapse across several renewals. The replica stopped, the master still
 // takes every renewal (the others see the node alive), but the node is
 // told its lease may have lapsed: a failover now could lose the renewals.
+// On a cluster the replica is that of the master of the node keys' slot.
 func TestLeaseReplicas(t *testing.T) {
+	for _, target := range replicatedTargets {
+		t.Run(target.name, func(t *testing.T) { testLeaseReplicas(t, target.start(t, 1)) })
+	}
+}
+
+func testLeaseReplicas(t *testing.T, tg target) {
 	const ttl = 3 * time.Second // as TestLapses: a fifth of it for a loaded machine's wake-up
 	ctx := context.Background()
-	master, replica := withReplica(t)
-	c := redis.NewClient(&redis.Options{Addr: master.Addr()})
-	t.Cleanup(func() { c.Close() })
+	replica := tg.replicasOf(t, tg.serving(t, "baton:{nodes}"))[0]
+	c := tg.client(t)
 	n, err := redisstore.Join(ctx, c, "replicated", redisstore.NodeOptions{LeaseTTL: ttl, Replicas: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Leave(ctx) })
-	other := join(t, master, "other", ttl)
+	other := join(t, tg, "other", ttl)
 
 	select {
 	case <-n.Lapses():
@@ -213,11 +270,23 @@ func TestLeaseReplicas(t *testing.T) {
 // writes (the replica stopped, as during a resync) waits for one rather
 // than fail: the master takes its renewals meanwhile, and Join returns
 // once the replica is back. A ctx that ends first fails it with
-// ErrUnreplicated.
+// ErrUnreplicated. On a cluster the replica is that of the master of the
+// node keys' slot.
 func TestJoinWaitsForReplica(t *testing.T) {
+	for _, target := range replicatedTargets {
+		t.Run(target.name, func(t *testing.T) { testJoinWaitsForReplica(t, target.start(t, 1)) })
+	}
+}
+
+func testJoinWaitsForReplica(t *testing.T, tg target) {
 	ctx := context.Background()
-	master, replica := withReplica(t)
-	c := master.Client(t)
+	replica := tg.replicasOf(t, tg.serving(t, "baton:{nodes}"))[0]
+	c := tg.client(t)
+	// A cluster client learns the slots from a node it picks: not from
+	// the stopped one, on whose answer it would wait past the short ctx.
+	if err := c.Exists(ctx, "baton:{nodes}").Err(); err != nil {
+		t.Fatal(err)
+	}
 	replica.Pause(t)
 
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -22,7 +22,9 @@ import (
 //     one pipeline per master, sent in parallel, and follows MOVED and
 //     ASK. With Options.Replicas each master's writes go on one of its
 //     connections and end with that master's own INFO and WAIT
-//     (writeShards): WAIT counts only its connection's writes.
+//     (writeShards): WAIT counts only its connection's writes. A node's
+//     lease renewals with NodeOptions.Replicas likewise go on a connection
+//     of the node keys' master (masterPipeline).
 //   - Node messages go over sharded pub/sub (SPUBLISH, SSUBSCRIBE).
 //
 // go-redis learns where slots moved from MOVED and ASK replies, but not
@@ -121,6 +123,44 @@ func redirected(err error) bool {
 		}
 	}
 	return false
+}
+
+// masterPipeline returns a pipeline of c whose commands all go on one
+// connection of key's master, for a WAIT that must count their writes:
+// c's own pipeline on one server or a failover client's master, and on a
+// cluster one of the master's, which a cluster pipeline is not — it
+// sends a command without a key (INFO, WAIT) to any master. A redirection
+// it meets is not followed: cc reloads its slot map (followSlots does not
+// see a master's own client), and the caller tries again.
+func masterPipeline(ctx context.Context, c redis.UniversalClient, key string) (redis.Pipeliner, error) {
+	cc := clusterOf(c)
+	if cc == nil {
+		return c.Pipeline(), nil
+	}
+	master, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		cc.ReloadState(context.Background())
+		return nil, err
+	}
+	return &followingPipeline{Pipeliner: master.Pipeline(), cc: cc}, nil
+}
+
+// followingPipeline is a master's pipeline that has cc reload its slot
+// map when a command in it was redirected or its connection failed.
+type followingPipeline struct {
+	redis.Pipeliner
+	cc *redis.ClusterClient
+}
+
+func (p *followingPipeline) Exec(ctx context.Context) ([]redis.Cmder, error) {
+	cmds, err := p.Pipeliner.Exec(ctx)
+	for _, c := range cmds {
+		if slotsMoved(c.Err()) {
+			p.cc.ReloadState(context.Background())
+			break
+		}
+	}
+	return cmds, err
 }
 
 // shardReplicas is a replicaSet per master, for a cluster's WAITs.

@@ -180,20 +180,23 @@ func (r *shardReader) run() {
 	defer r.t.wg.Done()
 	s := r.t.s
 	ctx := context.Background()
-	var ps *redis.PubSub
-	var wakes <-chan *redis.Message
-	defer func() {
-		if ps != nil {
-			ps.Close()
-		}
-	}()
-	subscribed := make(map[string]bool)   // sessions whose wake channel ps subscribes to
+	var ws *wakeSub // the subscription to the sessions' wakes, nil until made
+	defer func() { ws.close() }()
 	renewed := make(map[string]time.Time) // when each session's tail key was last set
 	poll := time.NewTimer(s.opt.TailBlock)
 	defer poll.Stop()
 	all, regroup := true, false
 	retry := tailRetryMin
 	for {
+		if ws.isBroken() {
+			// Its wakes since it failed are lost, and Redis may have
+			// refused one for a slot gone elsewhere: read every session,
+			// where it is now. No sooner than the reader's next round
+			// (a poll at the latest): a refusal that comes again costs a
+			// connection a round, not a loop.
+			ws.close()
+			ws, all, regroup = nil, true, true
+		}
 		if regroup {
 			r.regroup(ctx)
 			regroup = false
@@ -205,26 +208,17 @@ func (r *shardReader) run() {
 		all = false
 		// Subscribe to the new sessions' wakes, unsubscribe from those
 		// gone.
-		for id := range subscribed {
+		for id := range renewed {
 			if _, still := ids[id]; !still {
-				if ps != nil {
-					_ = ps.SUnsubscribe(ctx, tailKey(id))
-				}
-				delete(subscribed, id)
 				delete(renewed, id)
 			}
 		}
+		if ws == nil {
+			ws = r.subscribeWakes(ctx)
+		}
+		ws.keepOnly(ctx, ids)
 		for id := range ids {
-			if subscribed[id] {
-				continue
-			}
-			if ps == nil {
-				ps = r.node.SSubscribe(ctx, tailKey(id))
-				wakes = ps.Channel()
-			} else if err := ps.SSubscribe(ctx, tailKey(id)); err != nil {
-				continue // tried again next round; the polls read it meanwhile
-			}
-			subscribed[id] = true
+			ws.add(ctx, id)
 		}
 		// Set the tail keys not renewed for a third of their life, then
 		// read what is due, in one pipeline on the master.
@@ -267,6 +261,10 @@ func (r *shardReader) run() {
 			}
 		}
 		if failed {
+			// The master is unreachable: so may its subscription be,
+			// silently (a network cut, no reset). Made afresh next round.
+			ws.close()
+			ws, all = nil, true
 			r.t.cc.ReloadState(ctx)
 			regroup = true
 			if !r.pause(retry) {
@@ -278,10 +276,7 @@ func (r *shardReader) run() {
 		retry = tailRetryMin
 		// Wait for a wake, a new session, or the poll.
 		select {
-		case m := <-wakes:
-			r.woken(m)
-			r.drain(wakes)
-		case <-r.wake:
+		case <-r.wake: // woken (wakeSub.receive), or a new session
 		case <-poll.C:
 			poll.Reset(s.opt.TailBlock)
 			all, regroup = true, true
@@ -384,18 +379,6 @@ func (r *shardReader) woken(m *redis.Message) {
 	r.markDue(ch[len(prefix) : len(ch)-len(suffix)])
 }
 
-// drain takes the wakes already waiting, without blocking.
-func (r *shardReader) drain(wakes <-chan *redis.Message) {
-	for {
-		select {
-		case m := <-wakes:
-			r.woken(m)
-		default:
-			return
-		}
-	}
-}
-
 // pause waits d, or until a new session; false when the Store is closing.
 func (r *shardReader) pause(d time.Duration) bool {
 	timer := time.NewTimer(d)
@@ -413,4 +396,89 @@ func (r *shardReader) pause(d time.Duration) bool {
 // tailErr is err for a Tail of session id.
 func tailErr(id string, err error) error {
 	return fmt.Errorf("redisstore: tail session %s: %w", id, err)
+}
+
+// wakeSub is a reader's subscription to the wakes of its sessions, on its
+// master, made a channel at a time: SSUBSCRIBE refuses channels of
+// different slots in one command (CROSSSLOT). go-redis makes a
+// subscription again by itself when its connection fails, but in one
+// SSUBSCRIBE of every channel — refused, it would hold nothing from then
+// on, silently, and every wake of the reader's sessions would be lost
+// until the reader ends. So the reader receives on its own (receive): a
+// subscription whose connection failed, or that Redis refused, is broken,
+// and the reader makes another. A nil *wakeSub is one not made yet.
+type wakeSub struct {
+	ps       *redis.PubSub
+	channels map[string]bool // the sessions whose wake ps subscribes to
+	broken   chan struct{}   // closed when receive ends
+	received sync.WaitGroup  // receive: close waits for it
+}
+
+// subscribeWakes makes the reader's subscription, to no channel yet, and
+// starts receiving on it.
+func (r *shardReader) subscribeWakes(ctx context.Context) *wakeSub {
+	ws := &wakeSub{ps: r.node.SSubscribe(ctx), channels: make(map[string]bool), broken: make(chan struct{})}
+	ws.received.Add(1)
+	go ws.receive(ctx, r) // owned by ws: close waits for it
+	return ws
+}
+
+// receive marks the session of each wake due and wakes the reader, until
+// the subscription fails or is closed.
+func (ws *wakeSub) receive(ctx context.Context, r *shardReader) {
+	defer ws.received.Done()
+	defer close(ws.broken)
+	for {
+		m, err := ws.ps.Receive(ctx)
+		if err != nil {
+			return
+		}
+		if m, ok := m.(*redis.Message); ok {
+			r.woken(m)
+			r.signal()
+		}
+	}
+}
+
+// add subscribes to session id's wake, unless it is already; a failure
+// is tried again next round (the polls read the session meanwhile).
+func (ws *wakeSub) add(ctx context.Context, id string) {
+	if ws.channels[id] {
+		return
+	}
+	if err := ws.ps.SSubscribe(ctx, tailKey(id)); err == nil {
+		ws.channels[id] = true
+	}
+}
+
+// keepOnly unsubscribes from the wakes of the sessions not in ids.
+func (ws *wakeSub) keepOnly(ctx context.Context, ids map[string]struct{}) {
+	for id := range ws.channels {
+		if _, still := ids[id]; !still {
+			_ = ws.ps.SUnsubscribe(ctx, tailKey(id))
+			delete(ws.channels, id)
+		}
+	}
+}
+
+// isBroken reports whether the subscription failed.
+func (ws *wakeSub) isBroken() bool {
+	if ws == nil {
+		return false
+	}
+	select {
+	case <-ws.broken:
+		return true
+	default:
+		return false
+	}
+}
+
+// close ends the subscription and waits for receive.
+func (ws *wakeSub) close() {
+	if ws == nil {
+		return
+	}
+	ws.ps.Close()
+	ws.received.Wait()
 }

@@ -70,6 +70,91 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// TestClusterChanges: what the helpers that change a cluster do, on one
+// cluster, each change after the other: a manual failover swaps a master
+// and its replica; a reshard moves the lowest slots of a master with
+// their keys; a slot moved alone takes its keys along. Every key written
+// before is read back through a cluster client afterwards.
+func TestClusterChanges(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cc := c.Client(t)
+	const keys = 300
+	for i := range keys {
+		if err := cc.Set(ctx, fmt.Sprint("k", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slot0 := c.KeySlot(t, "k0")
+	tests := []struct {
+		name string
+		// change changes c and checks what it did.
+		change func(t *testing.T)
+	}{
+		{"a manual failover", func(t *testing.T) {
+			master := c.Serving(t, slot0)
+			replicas := c.ReplicasOf(t, master)
+			if len(replicas) != 1 {
+				t.Fatalf("%s has %d replicas, want 1", master.Addr(), len(replicas))
+			}
+			c.Failover(t, replicas[0])
+			if got := c.Serving(t, slot0); got != replicas[0] {
+				t.Errorf("slot %d served by %s after the failover, want the replica %s", slot0, got.Addr(), replicas[0].Addr())
+			}
+			if got := c.ReplicasOf(t, replicas[0]); len(got) != 1 || got[0] != master {
+				t.Errorf("the promoted replica's replicas: %v, want the old master", got)
+			}
+		}},
+		{"a reshard", func(t *testing.T) {
+			from := c.Serving(t, slot0)
+			to := otherMaster(t, c, from)
+			const n = 100
+			moving := c.Slots(t, from)[:n]
+			c.Reshard(t, from, to, n)
+			for _, slot := range moving {
+				if got := c.Serving(t, slot); got != to {
+					t.Fatalf("slot %d served by %s after the reshard, want %s", slot, got.Addr(), to.Addr())
+				}
+			}
+			if got := len(c.Slots(t, from)); got != 16384/3+1-n && got != 16384/3-n {
+				t.Errorf("%s serves %d slots after giving %d away", from.Addr(), got, n)
+			}
+		}},
+		{"a slot moved", func(t *testing.T) {
+			from := c.Serving(t, slot0)
+			to := otherMaster(t, c, from)
+			c.MoveSlot(t, slot0, to)
+			if got := c.Serving(t, slot0); got != to {
+				t.Errorf("slot %d served by %s after the move, want %s", slot0, got.Addr(), to.Addr())
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.change(t)
+			for i := range keys {
+				v, err := cc.Get(ctx, fmt.Sprint("k", i)).Int()
+				if err != nil || v != i {
+					t.Fatalf("k%d: %d, %v", i, v, err)
+				}
+			}
+		})
+	}
+}
+
+// otherMaster returns a master of c other than m.
+func otherMaster(t *testing.T, c *redistest.Cluster, m *redistest.Server) *redistest.Server {
+	t.Helper()
+	for _, o := range c.Masters(t) {
+		if o != m {
+			return o
+		}
+	}
+	t.Fatalf("no master besides %s", m.Addr())
+	return nil
+}
+
 // waitReplicated waits until every master's replica has what the master
 // has (its offset), so that a failover loses nothing written before.
 func waitReplicated(t *testing.T, c *redistest.Cluster) {

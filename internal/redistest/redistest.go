@@ -4,9 +4,10 @@
 // when the test ends; a Sentinel setup of a master, a replica and
 // sentinels (StartFailover, sentinel.go), the same binary in Sentinel mode;
 // and a Redis Cluster of masters and their replicas (StartCluster,
-// cluster.go), joined by redis-cli as an operator joins one.
-// It owns only the processes and the ports; what the tests store in them
-// is theirs.
+// cluster.go), joined by redis-cli as an operator joins one, and changed
+// as an operator changes one (Failover, Reshard, MoveSlot).
+// It owns only the processes, the ports and the cluster's shape; what the
+// tests store in them is theirs.
 //
 // Without redis-server on PATH (Debian's redis-server package) a test that
 // needs it is skipped, and counted in the package's skip report, or fails
