@@ -168,7 +168,7 @@ return 1
 // masterPipeline).
 func (n *Node) renew(ctx context.Context) error {
 	p := n.lease.Pipeline()
-	if n.replicas.min > 0 {
+	if n.replicas.waits() {
 		var err error
 		if p, err = masterPipeline(ctx, n.lease, nodesKey); err != nil {
 			return fmt.Errorf("renew the lease: %w", err)

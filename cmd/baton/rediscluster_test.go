@@ -7,9 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/baton-run/baton/client"
 	"github.com/baton-run/baton/internal/faultproxy"
@@ -38,21 +35,16 @@ func TestRedisClusterFaults(t *testing.T) {
 			masterOf(t, rc, session).Kill(t) // its replica is promoted by the cluster itself
 		}},
 		{name: "a manual failover of the session's master", fault: func(t *testing.T, rc *redistest.Cluster, _ *node, session string) {
-			replica := replicaOf(t, rc, masterOf(t, rc, session))
-			if err := replica.Client(t).Do(context.Background(), "CLUSTER", "FAILOVER").Err(); err != nil {
-				t.Fatalf("CLUSTER FAILOVER: %v", err)
-			}
+			rc.Failover(t, rc.ReplicasOf(t, masterOf(t, rc, session))[0])
 		}},
 		{name: "the session's slot migrated", fault: func(t *testing.T, rc *redistest.Cluster, _ *node, session string) {
 			from := masterOf(t, rc, session)
-			var to *redistest.Server
 			for _, m := range rc.Masters(t) {
 				if m != from {
-					to = m
-					break
+					rc.MoveSlot(t, rc.KeySlot(t, metaKey(session)), m)
+					return
 				}
 			}
-			moveSlot(t, rc, slotOf(t, rc, session), from, to)
 		}},
 		{name: "the owner killed", takeover: true, fault: func(t *testing.T, _ *redistest.Cluster, a *node, _ string) {
 			a.kill(t)
@@ -103,87 +95,13 @@ func TestRedisClusterFaults(t *testing.T) {
 	}
 }
 
-// slotOf is the cluster slot of a session's keys.
-func slotOf(t *testing.T, rc *redistest.Cluster, session string) int64 {
-	t.Helper()
-	slot, err := rc.Client(t).ClusterKeySlot(context.Background(), "baton:{"+session+"}:meta").Result()
-	if err != nil {
-		t.Fatalf("CLUSTER KEYSLOT: %v", err)
-	}
-	return slot
-}
+// metaKey is a session's meta hash in Redis.
+func metaKey(session string) string { return "baton:{" + session + "}:meta" }
 
 // masterOf is the master serving a session's slot.
 func masterOf(t *testing.T, rc *redistest.Cluster, session string) *redistest.Server {
 	t.Helper()
-	node, err := rc.Client(t).MasterForKey(context.Background(), "baton:{"+session+"}:meta")
-	if err != nil {
-		t.Fatalf("the master of %s: %v", session, err)
-	}
-	for _, n := range rc.Nodes {
-		if n.Addr() == node.Options().Addr {
-			return n
-		}
-	}
-	t.Fatalf("the master of %s, %s, is none of the cluster's nodes", session, node.Options().Addr)
-	return nil
-}
-
-// replicaOf is a replica of master.
-func replicaOf(t *testing.T, rc *redistest.Cluster, master *redistest.Server) *redistest.Server {
-	t.Helper()
-	ctx := context.Background()
-	for _, n := range rc.Nodes {
-		info, err := n.Client(t).Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+master.Addr()[strings.LastIndex(master.Addr(), ":")+1:]+"\r\n") {
-			return n
-		}
-	}
-	t.Fatalf("no replica of %s", master.Addr())
-	return nil
-}
-
-// moveSlot migrates slot from one master to another as redis-cli
-// --cluster reshard does: IMPORTING on to, MIGRATING on from, its keys
-// moved with MIGRATE, then the slot given to to on every master.
-func moveSlot(t *testing.T, rc *redistest.Cluster, slot int64, from, to *redistest.Server) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	src, dst := from.Client(t), to.Client(t)
-	id := func(c *redis.Client) string {
-		s, err := c.Do(ctx, "CLUSTER", "MYID").Text()
-		if err != nil {
-			t.Fatalf("CLUSTER MYID: %v", err)
-		}
-		return s
-	}
-	srcID, dstID := id(src), id(dst)
-	do := func(c *redis.Client, args ...any) {
-		if err := c.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("%v: %v", args, err)
-		}
-	}
-	do(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
-	do(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
-	host, port, _ := strings.Cut(to.Addr(), ":")
-	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 10).Result()
-		if err != nil {
-			t.Fatalf("CLUSTER GETKEYSINSLOT: %v", err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		do(src, args...)
-	}
-	for _, m := range rc.Masters(t) {
-		do(m.Client(t), "CLUSTER", "SETSLOT", slot, "NODE", dstID)
-	}
+	return rc.Serving(t, rc.KeySlot(t, metaKey(session)))
 }
 
 // TestRedisClusterPartition: the node running a run (A, in process) is
@@ -243,7 +161,7 @@ func TestRedisClusterPartition(t *testing.T) {
 		t.Errorf("t1 ran %d times; a completed task must not run again", v.Run.Tasks[0].Attempt)
 	}
 	// The store has the session B owns, up to what the client holds.
-	meta, err := rc.Client(t).HMGet(ctx, "baton:{"+v.SessionID+"}:meta", "owner", "last_seq").Result()
+	meta, err := rc.Client(t).HMGet(ctx, metaKey(v.SessionID), "owner", "last_seq").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
