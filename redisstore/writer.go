@@ -130,7 +130,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(writeTimeout, s.opt.GiveUpAfter))
 	defer cancel()
 	var cmds []*redis.Cmd
-	var unreplicated []error // by job: why its replicas do not count it yet
+	var unreplicated []error // by job: why its replicas do not count it yet; nil: they all do
 	if cc := clusterOf(s.client); cc != nil && s.replicas.waits() {
 		cmds, unreplicated = s.writeShards(ctx, cc, jobs)
 	} else {
@@ -141,10 +141,11 @@ func (s *Store) write(jobs []job) (failed bool) {
 		}
 		replicas := s.replicas.queue(ctx, pipe, replicaWait)
 		_, _ = pipe.Exec(ctx) // each command's error is read below
-		err := replicas.check()
-		unreplicated = make([]error, len(jobs))
-		for i := range unreplicated {
-			unreplicated[i] = err
+		if err := replicas.check(); err != nil {
+			unreplicated = make([]error, len(jobs))
+			for i := range unreplicated {
+				unreplicated[i] = err
+			}
 		}
 	}
 	s.written.roundTrips.Add(1)
@@ -170,7 +171,7 @@ func (s *Store) write(jobs []job) (failed bool) {
 	for i, j := range jobs {
 		err := cmds[i].Err()
 		switch {
-		case err == nil && unreplicated[i] != nil:
+		case err == nil && unreplicated != nil && unreplicated[i] != nil:
 			// The master has it, too few replicas do: a failover could
 			// lose it. Send it again (the script skips what is there).
 			fail(j, unreplicated[i])
