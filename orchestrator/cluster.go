@@ -25,9 +25,14 @@ import (
 type Cluster interface {
 	// Node is this server's id among the cluster's.
 	Node() string
-	// Create records a new session owned by this server and returns its
-	// ring, which writes behind to the store and reports to hooks.
-	Create(ctx context.Context, id string, rec Record, hooks RingHooks) (buffer.Durable, error)
+	// NewRing returns the ring of a new session this server will own,
+	// which writes behind to the store, once Create has recorded the
+	// session, and reports to hooks. It does no I/O.
+	NewRing(id string, hooks RingHooks) buffer.Durable
+	// Create records a new session owned by this server: rec's token
+	// hash, follow token hash, subject and connection (Conn, "" for
+	// none); the other fields are ignored.
+	Create(ctx context.Context, id string, rec Record) error
 	// Lookup returns a session's record; ErrNoSession when there is none.
 	Lookup(ctx context.Context, id string) (Record, error)
 	// Rotate replaces the session's token hash with next, atomically, if

@@ -53,6 +53,9 @@ func (c *conn) handle(typ websocket.MessageType, data []byte) {
 
 func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 	if r, ok := req.(*wsproto.Reconnect); ok {
+		if c.sess.unrecorded.Load() {
+			c.sess.resuming.Store(true) // recordIdle leaves a resume's fresh session alone
+		}
 		e := c.srv.resume(c, r)
 		switch {
 		case e == nil: // counted with its answer
@@ -70,6 +73,9 @@ func (c *conn) dispatch(req wsproto.Request, data []byte) *wsproto.Error {
 	}
 	if c.onlyResume() {
 		return nil // not applied: the connection is closed with 4029 (sessioncap.go)
+	}
+	if e := c.srv.record(c.srv.ctx, c.sess); e != nil { // not a resume: the fresh session is used
+		return e
 	}
 	if a, ok := req.(*wsproto.Ack); ok {
 		return c.sess.ack(c.id, a.LastSeq) // this connection's cursor (members.go)

@@ -65,7 +65,9 @@
 // # A cluster of servers
 //
 // With a Cluster (cluster.go, implemented by redisstore) a session lives
-// in the store and any server serves it. A resume of a session this server
+// in the store and any server serves it — from when it is first used: a
+// connection's fresh session is recorded there at its first frame that
+// is not a resume, or after a second of silence (record.go). A resume of a session this server
 // does not hold is proxied to its live owner (proxy.go: answered from the
 // store, tailed there, its commands forwarded) or taken over (takeover.go
 // decides; adopt.go adopts, one adoption at a time, at most MaxTakeovers
@@ -77,7 +79,7 @@
 // A dead server's runs are found and continued (failover.go); a session's
 // TTL runs from when its client left, on any server, also across a
 // takeover (Record.Detached). When the Cluster says this server's lease may
-// have lapsed (LeaseWatcher), it gives every session up, and a takeover
+// have lapsed (LeaseWatcher), it gives every recorded session up, and a takeover
 // under way starts no run unless the lease has held since before its
 // claim, so that no run goes on here while another server continues it
 // (fence.go). A drain hands the sessions to the others (drain.go).

@@ -101,8 +101,10 @@ func (s *Server) adopt(ctx context.Context) {
 func (s *Server) touch(ctx context.Context) {
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.sessions))
-	for id := range s.sessions {
-		ids = append(ids, id)
+	for id, sess := range s.sessions {
+		if !sess.unrecorded.Load() { // the store knows nothing of the others (record.go)
+			ids = append(ids, id)
+		}
 	}
 	s.mu.Unlock()
 	if len(ids) == 0 {

@@ -59,7 +59,11 @@ func (s *Server) fenceOnLapse(lapses <-chan struct{}) {
 			s.leaseTerm++
 			sessions := make([]*session, 0, len(s.sessions))
 			for _, sess := range s.sessions {
-				sessions = append(sessions, sess)
+				// One the store knows nothing of no other server can
+				// take (record.go), and it has no run to stop.
+				if !sess.unrecorded.Load() {
+					sessions = append(sessions, sess)
+				}
 			}
 			s.mu.Unlock()
 			s.log.Warn("lease lapsed: giving every session up", "sessions", len(sessions))

@@ -312,6 +312,9 @@ func proxied(t *testing.T, owner, node string) *wsClient {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := first.command(5 * time.Second); err != nil { // the session is used: in the store
+		t.Fatal(err)
+	}
 	var hello wsproto.Connected
 	if err := json.Unmarshal(f.Metadata, &hello); err != nil {
 		t.Fatal(err)

@@ -215,6 +215,9 @@ func (s *Server) detachShared(c *conn) {
 		return
 	}
 	id := c.sessionID()
+	if c.remote == nil && !c.sess.recorded() {
+		return // the store knows nothing of it (record.go)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if err := cl.Detach(ctx, id, s.connRef(c)); err != nil && !errors.Is(err, ErrNoSession) {

@@ -46,6 +46,12 @@ func (s *Server) resumeHeld(c *conn, req *wsproto.Reconnect, old *session) (e *w
 	if old == nil || old.subject != c.subject {
 		return errRejected, false
 	}
+	if s.opts.Cluster != nil { // the token rotates in the store, and the connection is recorded there
+		if e := s.record(s.ctx, old); e != nil {
+			e.RefType = wsproto.EventUserReconnect
+			return e, false
+		}
+	}
 	// A follow with the session's follow token: that token does not
 	// rotate (every device that follows holds it), and it answers only a
 	// follow, so it never replaces the session's connections.

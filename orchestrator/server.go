@@ -199,12 +199,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, adm *admission)
 	}
 	ws.SetReadLimit(s.opts.ReadLimit)
 
-	sess, token, follow, err := s.newSessionFrom(r.Context(), id.Subject, adm.ip)
-	if err != nil {
-		s.log.Error("new session", "err", err)
-		ws.Close(websocket.StatusTryAgainLater, "cannot create a session now")
-		return nil, "", ""
-	}
+	sess, token, follow := s.newSessionFrom(id.Subject, adm.ip)
 	c = newConn(s, ws, up.conn, id.Subject)
 	c.expires = id.Expires
 	c.attach(sess)
@@ -228,10 +223,7 @@ func (c *conn) serve(token, follow string) {
 	opened := time.Now()
 	c.startPings()
 	c.startExpiry()
-	c.sess.attachFresh(c, token, follow)
-	if !c.sess.provisional {
-		s.attachStored(c, c.sess.id, 0, false)
-	}
+	c.sess.attachFresh(c, token, follow) // in the store once a frame needs it (record.go)
 	err := c.readLoop()
 
 	if c.remote != nil {
@@ -375,6 +367,9 @@ func (s *Server) sweep() {
 		case <-s.janitors.Done():
 			return
 		case now := <-t.C:
+			if s.opts.Cluster != nil {
+				s.recordIdle(now)
+			}
 			var expired []*session
 			s.mu.Lock()
 			for _, sess := range s.sessions {
@@ -386,6 +381,10 @@ func (s *Server) sweep() {
 			for _, sess := range expired {
 				if s.janitors.Err() != nil {
 					return // the rest are swept by whoever holds them next
+				}
+				if s.opts.Cluster != nil && sess.unrecorded.Load() {
+					sess.expire(now) // the store knows nothing of it (record.go)
+					continue
 				}
 				if s.opts.Cluster != nil {
 					// Attached elsewhere, or left there later than here: its

@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -45,6 +44,15 @@ type session struct {
 	// shared is ring when it is a cluster's store's: events then reach
 	// the connection once the store holds them (deliver).
 	shared buffer.Durable
+	// unrecorded is set on a connection's fresh session, with a
+	// cluster, until record writes it to the store (record.go, which
+	// recordMu serializes).
+	// resuming is set once its connection's first frame was a resume;
+	// made is when the session was made.
+	unrecorded atomic.Bool
+	resuming   atomic.Bool
+	recordMu   sync.Mutex
+	made       time.Time
 	// ctx is the session's life, handed to every ring call: done once the
 	// session is freed (release).
 	ctx    context.Context
@@ -105,18 +113,26 @@ type session struct {
 	cut *wsproto.Frame
 }
 
-// newSession makes a session of subject, counted under no address.
+// newSession makes a session of subject, counted under no address, and
+// with a cluster records it in the store.
 func (s *Server) newSession(ctx context.Context, subject string) (*session, string, error) {
-	sess, token, _, err := s.newSessionFrom(ctx, subject, "")
-	return sess, token, err
+	sess, token, _ := s.newSessionFrom(subject, "")
+	if s.opts.Cluster != nil {
+		if e := s.record(ctx, sess); e != nil {
+			s.dropSession(sess)
+			return nil, "", errors.New(e.Message)
+		}
+	}
+	return sess, token, nil
 }
 
 // newSessionFrom makes a session of subject, connecting from the address
 // addr (addrKey), and returns it with its resume token and its follow
 // token ("" for a provisional session). With a cluster, the session is
-// recorded in its store, owned by this server. Beyond a session cap the
+// owned by this server, and unrecorded: it reaches the store when
+// something needs it there (record.go). Beyond a session cap the
 // session is a provisional one (sessioncap.go).
-func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*session, string, string, error) {
+func (s *Server) newSessionFrom(subject, addr string) (*session, string, string) {
 	token := newToken()
 	sess := &session{
 		id:        "sess_" + uuid.NewString(),
@@ -126,22 +142,19 @@ func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*ses
 		srv:       s,
 		confirms:  make(map[string]*confirm),
 		state:     wsproto.State{HistoryLimit: s.opts.HistoryRuns},
+		made:      time.Now(),
 	}
 	if !s.reserve(sess) {
-		return s.provisional(sess), token, "", nil
+		return s.provisional(sess), token, ""
 	}
 	follow := newToken()
 	sess.followHash = followHashOf(follow)
 	if s.opts.Cluster == nil {
 		sess.ring = s.opts.NewRing(s.opts.BufferSize)
 	} else {
-		d, err := s.opts.Cluster.Create(ctx, sess.id, Record{TokenHash: sess.tokenHash, FollowHash: sess.followHash,
-			Subject: subject, Owner: s.opts.Cluster.Node()}, sess.hooks())
-		if err != nil {
-			s.unreserve(sess)
-			return nil, "", "", fmt.Errorf("record session: %w", err)
-		}
+		d := s.opts.Cluster.NewRing(sess.id, sess.hooks())
 		sess.ring, sess.shared = d, d
+		sess.unrecorded.Store(true)
 	}
 	sess.dur = newDurable(sess.ring)
 	sess.ctx, sess.cancel = context.WithCancel(s.ctx)
@@ -150,7 +163,7 @@ func (s *Server) newSessionFrom(ctx context.Context, subject, addr string) (*ses
 	s.sessions[sess.id] = sess
 	s.mu.Unlock()
 	s.obs.SessionOpened(false)
-	return sess, token, follow, nil
+	return sess, token, follow
 }
 
 // newToken returns a resume token of 256 random bits.
@@ -179,7 +192,7 @@ func (s *Server) dropSession(sess *session) {
 	if sess.markClosed() {
 		s.forget(sess)
 		sess.release()
-		if s.opts.Cluster != nil && !sess.provisional {
+		if s.opts.Cluster != nil && !sess.provisional && sess.recorded() {
 			s.forgetShared(sess.id)
 		}
 	}

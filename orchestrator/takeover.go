@@ -29,6 +29,9 @@ func (s *Server) resumeShared(c *conn, req *wsproto.Reconnect) (held bool, e *ws
 	for try := 0; ; try++ {
 		rec, err := cl.Lookup(ctx, req.SessionID)
 		if errors.Is(err, ErrNoSession) {
+			if req.Follow && try == 0 && waitRecorded(ctx) {
+				continue // a session just made on another server, not recorded yet (record.go)
+			}
 			return false, errRejected
 		}
 		if err != nil {

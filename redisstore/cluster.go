@@ -150,13 +150,13 @@ func (cl *Cluster) Close() error {
 // Node, and the methods below, implement orchestrator.Cluster.
 func (cl *Cluster) Node() string { return cl.node.ID() }
 
-func (cl *Cluster) Create(ctx context.Context, id string, rec orchestrator.Record, hooks orchestrator.RingHooks) (buffer.Durable, error) {
-	err := cl.store.CreateSession(ctx, id, SessionMeta{TokenHash: hex.EncodeToString(rec.TokenHash[:]),
-		FollowHash: followHex(rec.FollowHash), Subject: rec.Subject, Capacity: cl.capacity})
-	if err != nil {
-		return nil, err
-	}
-	return cl.store.NewRing(id, cl.capacity, callbacks(hooks)), nil
+func (cl *Cluster) NewRing(id string, hooks orchestrator.RingHooks) buffer.Durable {
+	return cl.store.NewRing(id, cl.capacity, callbacks(hooks))
+}
+
+func (cl *Cluster) Create(ctx context.Context, id string, rec orchestrator.Record) error {
+	return cl.store.CreateSession(ctx, id, SessionMeta{TokenHash: hex.EncodeToString(rec.TokenHash[:]),
+		FollowHash: followHex(rec.FollowHash), Subject: rec.Subject, Capacity: cl.capacity, Conn: rec.Conn})
 }
 
 // followHex is a follow token hash as the store keeps it: "" for none.

@@ -53,10 +53,12 @@ end
 `
 
 // createScript writes a new session's meta hash, owned by ARGV[1], and
-// drops any stale stream left under its id.
+// drops any stale stream left under its id; a connection ARGV[8] (not
+// "") is recorded as the session's, as attachScript would.
 //
 // KEYS: meta, events. ARGV: owner, token, subject, cap, ttl (ms, 0 =
-// none), session TTL (ms, 0 = none; see expireLua), follow token hash.
+// none), session TTL (ms, 0 = none; see expireLua), follow token hash,
+// connection.
 var createScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return redis.error_reply('EXISTS session already in the store')
@@ -65,6 +67,7 @@ redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', ARGV[2], 'subject', ARGV[3],
   'cap', ARGV[4], 'last_seq', 0, 'last_sum', '', 'base_seq', 0, 'base_sum', '',
   'ack_seq', 0, 'cp_seq', 0, 'dttl', ARGV[6], 'follow', ARGV[7])
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'conn', ARGV[8]) end
 local ttl = tonumber(ARGV[5])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return 1

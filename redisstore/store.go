@@ -250,6 +250,9 @@ type SessionMeta struct {
 	// Capacity is the ring's capacity in entries; ≤ 0 means
 	// buffer.DefaultCapacity.
 	Capacity int
+	// Conn, when set, is recorded as the session's connection as it is
+	// created, as Attach with no rotation would (CreateSession only).
+	Conn string
 }
 
 // Info is what Lookup reads of a session.
@@ -287,7 +290,7 @@ func (s *Store) CreateSession(ctx context.Context, id string, meta SessionMeta) 
 	}
 	k := keysOf(id)
 	err := createScript.Run(ctx, s.client, k[:], s.opt.Node, meta.TokenHash, meta.Subject,
-		meta.Capacity, s.opt.TTL.Milliseconds(), s.opt.SessionTTL.Milliseconds(), meta.FollowHash).Err()
+		meta.Capacity, s.opt.TTL.Milliseconds(), s.opt.SessionTTL.Milliseconds(), meta.FollowHash, meta.Conn).Err()
 	if err != nil {
 		return fmt.Errorf("redisstore: create session %s: %w", id, scriptError(err))
 	}

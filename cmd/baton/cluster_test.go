@@ -130,7 +130,7 @@ func TestClusterReplacedAcrossNodes(t *testing.T) {
 	a := startNode(t, "A", "127.0.0.1:0", rds.URL())
 	b := startNode(t, "B", "127.0.0.1:0", rds.URL())
 
-	first, hello := connect(t, "http://"+a.addr)
+	first, hello := connectStored(t, "http://"+a.addr)
 	second := resume(t, "http://"+b.addr, hello, 0, "")
 	second.expect(wsproto.EventConnected)
 	if code := first.closeCode(); code != wsproto.CloseSessionReplaced {

@@ -368,7 +368,7 @@ func TestStopWithRedisStalled(t *testing.T) {
 	n := startNode(t, "A", "127.0.0.1:0", rds.URL(), "--idle-session-ttl", "1s", "--drain-timeout", drain.String(),
 		"--lease-ttl", "5m")
 	for range 20 {
-		c, _ := connect(t, "http://"+n.addr)
+		c, _ := connectStored(t, "http://"+n.addr)
 		c.ws.Close(websocket.StatusNormalClosure, "")
 	}
 	rds.Pause(t) // continued and killed when t ends

@@ -194,13 +194,12 @@ func TestClusterSessionCaps(t *testing.T) {
 		return strings.Contains(b.log.String(), "session resumed from the store")
 	})
 
-	// An unused session on A: gone from Redis within seconds of its
-	// connection, and its resume rejected.
+	// An unused session on A: in Redis once its connection has stayed
+	// silent a second (where another node's follow finds it), gone from
+	// there within seconds of its connection, and its resume rejected.
 	idle, hello := connect(t, "http://"+a.addr)
+	eventually(t, "the silent connection's session to be recorded in Redis", func() bool { return stored(hello.SessionID) })
 	idle.ws.CloseNow()
-	if !stored(hello.SessionID) {
-		t.Fatal("the session is not in Redis")
-	}
 	eventually(t, "the unused session to be deleted from Redis", func() bool { return !stored(hello.SessionID) })
 	r := resume(t, "http://"+a.addr, hello, 0, "")
 	r.expectError(wsproto.CodeResumeRejected)

@@ -166,6 +166,19 @@ func connect(t *testing.T, base string) (*conn, wsproto.Connected) {
 	return c, m
 }
 
+// connectStored is connect to a node with the Redis store, and then a
+// frame that changes nothing (a cancel with no run, answered
+// no_active_run): the session is used, so in the store from then on,
+// where the other nodes find it at once (a fresh session reaches the
+// store only once used, or its connection silent for a second).
+func connectStored(t *testing.T, base string) (*conn, wsproto.Connected) {
+	t.Helper()
+	c, m := connect(t, base)
+	c.send(wsproto.EventUserCancel, nil)
+	c.expectError(wsproto.CodeNoActiveRun)
+	return c, m
+}
+
 func (c *conn) sendRaw(typ websocket.MessageType, b []byte) { c.t.Helper(); c.w.SendRaw(typ, b) }
 
 // send writes a frame with only the fields it needs (§2): no metadata when

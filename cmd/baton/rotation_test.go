@@ -153,7 +153,7 @@ func TestClusterResumeOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			first, hello := connect(t, bases["A"])
+			first, hello := connectStored(t, bases["A"])
 			firstW := watch(first, func() {})
 			s := clustertest.NewSequence(hello.SessionID, tt.steps...)
 			s.Timeout = 5 * time.Second
