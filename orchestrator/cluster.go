@@ -71,6 +71,10 @@ type Cluster interface {
 	// nothing. Detach clears the connection if it is still conn.
 	Attach(ctx context.Context, id, conn string, rot uint64) (prev string, ok bool, err error)
 	Detach(ctx context.Context, id, conn string) error
+	// Present records that the session's client is trying to resume it
+	// now, though it cannot yet (a resume answered busy): a session with
+	// no connection then has its SessionTTL run from now (Detached).
+	Present(ctx context.Context, id string) error
 	// Touch keeps sessions from expiring in the store.
 	Touch(ctx context.Context, ids ...string) error
 	// Delete removes an expired session from the store.

@@ -53,6 +53,20 @@ end
 return 0
 `)
 
+// presentScript moves a detached session's departure (detached) to
+// ARGV[1] (unix ms), its keys expiring from then (expireLua); a session
+// with a connection, or gone, is left as it is.
+//
+// KEYS: meta, events. ARGV: now (unix ms), ttl (ms, 0 = none).
+var presentScript = redis.NewScript(expireLua + `
+if redis.call('HEXISTS', KEYS[1], 'detached') == 1 then
+  redis.call('HSET', KEYS[1], 'detached', ARGV[1])
+  expire(KEYS[1], KEYS[2], tonumber(ARGV[2]))
+  return 1
+end
+return 0
+`)
+
 // touchScript refreshes a session's expiry (expireLua).
 //
 // KEYS: meta, events. ARGV: ttl (ms, 0 = none).
@@ -93,6 +107,18 @@ func (s *Store) Detach(ctx context.Context, id, conn string) error {
 	now := time.Now().UnixMilli()
 	if err := detachScript.Run(ctx, s.client, k[:], conn, now, s.opt.TTL.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("redisstore: detach from %s: %w", id, scriptError(err))
+	}
+	return nil
+}
+
+// Present records that the session's client is there now, though no
+// connection is attached (its resume could not be made yet): a detached
+// session's keys expire Options.SessionTTL from now (Info.Detached moves
+// to now). A session with a connection, or not there, is left as it is.
+func (s *Store) Present(ctx context.Context, id string) error {
+	k := keysOf(id)
+	if err := presentScript.Run(ctx, s.client, k[:], time.Now().UnixMilli(), s.opt.TTL.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("redisstore: %s present: %w", id, scriptError(err))
 	}
 	return nil
 }

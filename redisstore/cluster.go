@@ -257,6 +257,10 @@ func (cl *Cluster) Detach(ctx context.Context, id, conn string) error {
 	return cl.store.Detach(ctx, id, conn)
 }
 
+func (cl *Cluster) Present(ctx context.Context, id string) error {
+	return cl.store.Present(ctx, id)
+}
+
 func (cl *Cluster) Touch(ctx context.Context, ids ...string) error {
 	return cl.store.Touch(ctx, ids...)
 }

@@ -11,7 +11,8 @@ import (
 // TestDetachedExpiry: once a session's client has left (Detach), its keys
 // expire SessionTTL after that moment, and nothing a node does to the
 // session meanwhile — a write, a Touch, a claim by another node — moves
-// that; Attach makes it live TTL past its writes again.
+// that, but Present (its client there, refused) moves it to now; Attach
+// makes it live TTL past its writes again.
 func TestDetachedExpiry(t *testing.T) {
 	forTargets(t, func(t *testing.T, tg target) {
 		const ttl, sessionTTL = time.Hour, 30 * time.Second
@@ -76,11 +77,27 @@ func TestDetachedExpiry(t *testing.T) {
 				}
 			})
 		}
+		// Its client is there, refused (Present): it left now, as far
+		// as its expiry goes.
+		before = time.Now().Truncate(time.Millisecond)
+		if err := b.Present(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		info, err = b.Lookup(ctx, id)
+		if err != nil || info.Detached.Before(before) || time.Since(info.Detached) > time.Minute {
+			t.Fatalf("after Present: detached %v, %v (Present began %v)", info.Detached, err, before)
+		}
+		if got, want := expiresAt(t), info.Detached.Add(sessionTTL); !got.Equal(want) {
+			t.Errorf("after Present: the keys expire at %v, want %v", got, want)
+		}
 		if _, _, err := b.Attach(ctx, id, "b/c2", 0); err != nil {
 			t.Fatal(err)
 		}
+		if err := b.Present(ctx, id); err != nil { // attached: nothing to move
+			t.Fatal(err)
+		}
 		if info, err := b.Lookup(ctx, id); err != nil || !info.Detached.IsZero() {
-			t.Fatalf("after Attach: detached %v, %v; want none", info.Detached, err)
+			t.Fatalf("after Attach and Present: detached %v, %v; want none", info.Detached, err)
 		}
 		if left := time.Until(expiresAt(t)); left < ttl-time.Minute {
 			t.Errorf("attached again: the keys expire in %v, want about %v", left, ttl)

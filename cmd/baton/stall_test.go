@@ -178,7 +178,8 @@ func TestResumeDuringAdoption(t *testing.T) {
 // TestTakeoverBusy: with one takeover slot, a resume whose session must be
 // taken over while another takeover holds the slot waits TakeoverWait,
 // then is answered system.error busy with retry_after_ms, and changes
-// nothing: once the slot is free, the same resume — the same token — takes
+// nothing but the session's departure, which moves to now (its client is
+// there): once the slot is free, the same resume — the same token — takes
 // its session over.
 func TestTakeoverBusy(t *testing.T) {
 	rds := redistest.Start(t)
@@ -213,11 +214,26 @@ func TestTakeoverBusy(t *testing.T) {
 	if other.SessionID == held {
 		other = hellos[1]
 	}
+	// Its client left four minutes ago, as far as the store knows: a
+	// minute before its session would expire (--session-ttl, 5 min).
+	ctx := context.Background()
+	key, left := "baton:{"+other.SessionID+"}:meta", time.Now().Add(-4*time.Minute).UnixMilli()
+	if err := rds.Client(t).HSet(ctx, key, "detached", left).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rds.Client(t).HDel(ctx, key, "conn")
+	asked := time.Now().Truncate(time.Millisecond)
 	busy := resumeWith(t, base, other.SessionID, other.ResumeToken, 0)
 	e := meta[wsproto.Error](t, busy.expect(wsproto.EventError))
 	if e.Code != wsproto.CodeBusy || e.RefType != wsproto.EventUserReconnect || e.RetryAfterMS < 50 || e.RetryAfterMS > 15000 {
 		t.Fatalf("a resume without a takeover slot was answered %+v; want busy, ref_type %s, retry_after_ms in [50, 15000]",
 			e, wsproto.EventUserReconnect)
+	}
+	// The client is there, though refused: its session's TTL runs from
+	// its resume, not from when it left.
+	if at, err := rds.Client(t).HGet(ctx, key, "detached").Int64(); err != nil || at < asked.UnixMilli() {
+		t.Errorf("after the busy answer the store has the client leaving at %v (%v), want at or after the resume (%v)",
+			time.UnixMilli(at), err, asked)
 	}
 	close(release)
 
