@@ -481,7 +481,10 @@ def main():
       " in `confirm_timeout` because their plan waited out its confirmation while the node took"
       " the sessions back, and 13 of 10,000 resumes rejected because the token presented was "
       "neither the session's token nor its pending previous one in Redis (the rotation script "
-      "answered 0): a token two rotations old, cause not yet found.")
+      "answered 0): a token two rotations old. The likely cause, from the code: the Go client "
+      "gives a resume 10 s, a takeover may take the server longer, and the attempt the client "
+      "gave up rotates the token after its retry did, outnumbering it; the retry's connection "
+      "is then replaced (4000) holding a token the store no longer accepts.")
     sys.stdout.write("\n".join(out).rstrip() + "\n")
 
 

@@ -60,15 +60,6 @@ func (s *Server) reserve(sess *session) bool {
 	return true
 }
 
-// unreserve gives back the place of a session reserve counted and that
-// could not be made.
-func (s *Server) unreserve(sess *session) {
-	s.mu.Lock()
-	s.making--
-	s.disownLocked(sess.owner)
-	s.mu.Unlock()
-}
-
 // overCapLocked names the cap a new session of owner would go beyond, and
 // its limit; "" when none.
 func (s *Server) overCapLocked(owner string) (string, int) {
