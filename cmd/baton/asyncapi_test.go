@@ -300,18 +300,24 @@ func TestWireCoverage(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
+		excuse string // a variant notProduced excuses during the case
 		change func(*tally)
 		want   []string // "" for no error
 	}{
-		{"everything", func(*tally) {}, nil},
-		{"an event never sent", func(s *tally) { delete(s.fromServer, wsproto.EventPlanUpdated) }, []string{"never produced plan.updated"}},
-		{"a client event never sent", func(s *tally) { delete(s.fromClient, wsproto.EventUserReplan) }, []string{"never produced user.replan"}},
-		{"a kind never asked", func(s *tally) { delete(s.variants, "agent.user_confirm kind=tool_confirm") }, []string{"kind=tool_confirm"}},
-		{"an excused code seen", func(s *tally) { s.variants["system.error code=internal"] = 1 }, []string{"notProduced excuses system.error code=internal"}},
-		{"a code never sent", func(s *tally) { delete(s.variants, "system.error code=rate_limited") }, []string{"code=rate_limited"}},
+		{"everything", "", func(*tally) {}, nil},
+		{"an event never sent", "", func(s *tally) { delete(s.fromServer, wsproto.EventPlanUpdated) }, []string{"never produced plan.updated"}},
+		{"a client event never sent", "", func(s *tally) { delete(s.fromClient, wsproto.EventUserReplan) }, []string{"never produced user.replan"}},
+		{"a kind never asked", "", func(s *tally) { delete(s.variants, "agent.user_confirm kind=tool_confirm") }, []string{"kind=tool_confirm"}},
+		{"an excused code seen", "system.error code=internal", func(s *tally) { s.variants["system.error code=internal"] = 1 },
+			[]string{"notProduced excuses system.error code=internal"}},
+		{"a code never sent", "", func(s *tally) { delete(s.variants, "system.error code=rate_limited") }, []string{"code=rate_limited"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.excuse != "" {
+				notProduced[tt.excuse] = "excused by this case"
+				defer delete(notProduced, tt.excuse)
+			}
 			seen := full()
 			tt.change(seen)
 			err := seen.covered(io.Discard, s)

@@ -243,3 +243,22 @@ func TestTakeoverBusy(t *testing.T) {
 		t.Fatalf("the resume after the busy answer got %+v; want session %s resumed", m, other.SessionID)
 	}
 }
+
+// TestRecordStalled: a connection's fresh session reaches Redis at its
+// first frame that is not a resume. When Redis does not answer then, the
+// frame is answered system.error internal and not applied — no run starts
+// — and once Redis answers, the same frame sent again starts the run.
+func TestRecordStalled(t *testing.T) {
+	rds := redistest.Start(t)
+	base, _ := startStalling(t, rds, nil)
+	c, _ := connect(t, base) // its session is recorded at its first frame, or after a second of silence
+	rds.Pause(t)
+	c.message("A request while Redis stalls")
+	e := c.expectError(wsproto.CodeInternal)
+	if !strings.Contains(e.Message, "not applied") || e.RefType != wsproto.EventUserMessage {
+		t.Fatalf("the unrecorded session's first frame was answered %+v; want internal, not applied, ref_type %s", e, wsproto.EventUserMessage)
+	}
+	rds.Continue(t)
+	c.message("A request once Redis answers")
+	c.until(wsproto.EventUserConfirm) // the run started: its plan is put to the user
+}

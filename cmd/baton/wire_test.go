@@ -27,10 +27,7 @@ var loadSpec = sync.OnceValues(func() (*asyncapitest.Spec, error) {
 })
 
 // notProduced are the spec's variants the end-to-end suite cannot produce.
-var notProduced = map[string]string{
-	"system.error code=internal": "only a failing ring or frame encoder sends it, and the memory ring " +
-		"and wsproto's metadata types do not fail",
-}
+var notProduced = map[string]string{}
 
 // reporter is the part of testing.TB checkWire reports to.
 type reporter interface {
