@@ -110,8 +110,9 @@ func (sess *session) recorded() bool {
 // recordIdle records the fresh sessions, made before now less
 // recordAfter, whose connection is open and has sent no frame: not one
 // whose connection closed (a connect/close flood leaves nothing in the
-// store), nor one whose first frame was a resume, which it is not recorded for (a storm's resumes
-// answered busy wait on their connections). On the sweeper.
+// store), nor one whose first frame was a resume — one refused (busy,
+// rejected) leaves its connection on the fresh session until the client
+// closes it or uses it, and only a use records it. On the sweeper.
 func (s *Server) recordIdle(now time.Time) {
 	var idle []*session
 	s.mu.Lock()

@@ -45,10 +45,9 @@ type session struct {
 	// the connection once the store holds them (deliver).
 	shared buffer.Durable
 	// unrecorded is set on a connection's fresh session, with a
-	// cluster, until record writes it to the store (record.go, which
-	// recordMu serializes).
-	// resuming is set once its connection's first frame was a resume;
-	// made is when the session was made.
+	// cluster, until record writes it to the store (record.go), which
+	// recordMu serializes; resuming is set once its connection's first
+	// frame was a resume; made is when the session was made.
 	unrecorded atomic.Bool
 	resuming   atomic.Bool
 	recordMu   sync.Mutex
