@@ -41,8 +41,11 @@ type Cluster interface {
 	// rotation's number, issued in the same atomic step: every rotation
 	// of a session gets a higher one than those before it. 0 when it did
 	// not rotate; ErrNoSession when there is no such session. The number
-	// orders the resumes that rotated (rotation.go).
-	Rotate(ctx context.Context, id string, old, next [32]byte) (uint64, error)
+	// orders the resumes that rotated (rotation.go). at is when the
+	// resume arrived: a rotation from the pending previous hash by a
+	// resume that arrived more than RotationSkew before the one whose
+	// rotation made the current hash is refused with ErrSuperseded.
+	Rotate(ctx context.Context, id string, old, next [32]byte, at time.Time) (uint64, error)
 	// Commit ends a pending rotation if the session's token hash is still
 	// current: the previous one is cleared, atomically. It reports
 	// whether current was the session's token hash.
@@ -148,3 +151,8 @@ type Orphan struct {
 
 // ErrNoSession is a Cluster's answer for a session the store does not hold.
 var ErrNoSession = errors.New("orchestrator: no such session in the store")
+
+// ErrSuperseded is a Cluster's answer to a rotation from a session's
+// pending previous token by a resume that arrived before the one holding
+// the token (Cluster.Rotate): its client gave it up and resumed again.
+var ErrSuperseded = errors.New("orchestrator: a resume that arrived later holds the token")

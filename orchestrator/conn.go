@@ -37,8 +37,10 @@ type conn struct {
 	// fresh one, then the resumed one. Every goroutine reads it; attach
 	// replaces it.
 	log atomic.Pointer[slog.Logger]
-	// frames counts the client frames read so far (reader goroutine only).
+	// frames counts the client frames read so far, and read is when the
+	// latest one arrived (reader goroutine only).
 	frames int
+	read   time.Time
 	// flood rate-limits the client's frames (reader goroutine only); nil
 	// without a limit.
 	flood *flood

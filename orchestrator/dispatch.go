@@ -24,7 +24,8 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		c.frames++
-		if !c.admitFrame(time.Now()) {
+		c.read = time.Now()
+		if !c.admitFrame(c.read) {
 			continue
 		}
 		c.handle(typ, data)

@@ -60,7 +60,7 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 	token, then := req.ResumeToken, func() {}
 	var rot *rotation
 	if !byFollow {
-		rot = newRotation()
+		rot = newRotation(c.read)
 		token = rot.token
 		a.followToken = ""
 	} else {
@@ -84,7 +84,7 @@ func (s *Server) proxy(ctx context.Context, c *conn, req *wsproto.Reconnect, own
 		a.followers = 1 // at least: the owner counts them all
 	}
 	if rot != nil {
-		if e := s.rotateShared(req.SessionID, req.ResumeToken, rot); e != nil {
+		if ok, e := s.rotateShared(c, req.SessionID, req.ResumeToken, rot); !ok {
 			abandon()
 			return e
 		}

@@ -74,10 +74,10 @@ func (s *Server) resumeHeld(c *conn, req *wsproto.Reconnect, old *session) (e *w
 	token, follow := req.ResumeToken, req.ResumeToken
 	var rot *rotation
 	if !byFollow {
-		rot = newRotation()
+		rot = newRotation(c.read)
 		token, follow = rot.token, ""
 		if s.opts.Cluster != nil {
-			if e := s.rotateShared(req.SessionID, req.ResumeToken, rot); e != nil {
+			if ok, e := s.rotateShared(c, req.SessionID, req.ResumeToken, rot); !ok {
 				return e, false
 			}
 			if !s.attachStored(c, req.SessionID, rot.n, !req.Follow) {
@@ -98,6 +98,11 @@ func (s *Server) resumeHeld(c *conn, req *wsproto.Reconnect, old *session) (e *w
 	if old.closed || (!byFollow && s.opts.Cluster == nil && !old.tokenAccepted(req.ResumeToken)) {
 		old.mu.Unlock()
 		return errRejected, false
+	}
+	if rot != nil && s.opts.Cluster == nil && old.supersededLocked(req.ResumeToken, rot) {
+		old.mu.Unlock()
+		s.lost(c, old.id, 0)
+		return nil, false
 	}
 	old.removeLocked(c.id, false) // a connection resuming its own fresh session
 	if req.Follow {
@@ -125,7 +130,7 @@ func (s *Server) resumeHeld(c *conn, req *wsproto.Reconnect, old *session) (e *w
 	}
 	var then func()
 	if rot != nil {
-		old.rotateLocked(req.ResumeToken, rot.hash)
+		old.rotateLocked(req.ResumeToken, rot)
 		then = s.commitAfterPong(c, old, old.id, rot.hash)
 	}
 	// Its acks start at 0: a resume's last_seq is what the client applied,

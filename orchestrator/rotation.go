@@ -43,19 +43,39 @@ import (
 // left open; it holds the token the store accepts; and once its client
 // has read that token (commitAfterPong) the token presented is retired.
 // A follow by the follow token rotates nothing and replaces nobody.
+//
+// One thing comes before the number: when the resumes arrived. A resume
+// a server takes long to carry out (a takeover waiting for its slot on a
+// loaded machine) may rotate after its client gave it up and resumed
+// again, and its higher number would then replace the very connection
+// its client now holds, whose token stops working. So a rotation from
+// the pending previous token by a resume that arrived more than
+// RotationSkew before the one that made the current token is refused
+// (ErrSuperseded, the store's rot_at; rotAt without a cluster), and its
+// connection is closed with 4000: its client moved on.
 
 // rotation is a resume's rotation of the token: the new token its answer
 // carries, and the number that orders it among the session's rotations.
 type rotation struct {
 	token string
 	hash  [sha256.Size]byte
-	n     uint64 // 0 until the store (or, with no cluster, admitLocked) issues it
+	n     uint64    // 0 until the store (or, with no cluster, admitLocked) issues it
+	at    time.Time // when the resume arrived
 }
 
-func newRotation() *rotation {
+// newRotation is the rotation of a resume that arrived at at.
+func newRotation(at time.Time) *rotation {
 	token := newToken()
-	return &rotation{token: token, hash: sha256.Sum256([]byte(token))}
+	return &rotation{token: token, hash: sha256.Sum256([]byte(token)), at: at}
 }
+
+// RotationSkew is how much earlier than the resume that made a session's
+// token another resume, with the token that one replaced, must have
+// arrived to lose to it whatever order their rotations take
+// (ErrSuperseded): room for the clocks of two servers, and for two
+// resumes sent at once, which the rotation's number orders. A client
+// gives a resume up only after seconds.
+const RotationSkew = time.Second
 
 // tokenAccepted reports whether token resumes the session: its current
 // token, or the previous one while the rotation from it is pending.
@@ -70,23 +90,28 @@ var errRejected = &wsproto.Error{Code: wsproto.CodeResumeRejected, RefType: wspr
 	Message: "unknown or expired session, or wrong resume token"}
 
 // rotateShared rotates the session's token in the store from token (its
-// token, or its pending previous one) to r's, and sets r's number
-// (Cluster.Rotate).
-func (s *Server) rotateShared(id, token string, r *rotation) *wsproto.Error {
+// token, or its pending previous one) to r's, for c's resume, and sets
+// r's number (Cluster.Rotate). It reports false when it did not rotate:
+// e is the resume's answer, or nil when a resume that arrived later holds
+// the session and c is closed with 4000.
+func (s *Server) rotateShared(c *conn, id, token string, r *rotation) (ok bool, e *wsproto.Error) {
 	ctx, cancel := context.WithTimeout(s.ctx, storeTimeout)
 	defer cancel()
-	n, err := s.opts.Cluster.Rotate(ctx, id, sha256.Sum256([]byte(token)), r.hash)
+	n, err := s.opts.Cluster.Rotate(ctx, id, sha256.Sum256([]byte(token)), r.hash, r.at)
 	switch {
 	case errors.Is(err, ErrNoSession):
-		return errRejected
+		return false, errRejected
+	case errors.Is(err, ErrSuperseded):
+		s.lost(c, id, 0)
+		return false, nil
 	case err != nil:
 		s.log.Error("resume: rotate the resume token", "session", id, "err", err)
-		return errStore
+		return false, errStore
 	case n == 0:
-		return errRejected
+		return false, errRejected
 	}
 	r.n = n
-	return nil
+	return true, nil
 }
 
 // attachStored records c as the session's connection in the store, as
@@ -179,16 +204,28 @@ func (sess *session) replaceAllLocked(keep string) []*member {
 	return gone
 }
 
-// rotateLocked makes next the session's token hash after a resume with
-// token. A resume with the current token makes it the pending previous
-// one; a resume with the pending previous one leaves it so, and the
-// current one, which its client never read, dies. (With a cluster the
+// rotateLocked makes r's hash the session's token hash after a resume
+// with token. A resume with the current token makes it the pending
+// previous one; a resume with the pending previous one leaves it so, and
+// the current one, which its client never read, dies. (With a cluster the
 // store's hashes are the ones that count: Cluster.Rotate.)
-func (sess *session) rotateLocked(token string, next [sha256.Size]byte) {
+func (sess *session) rotateLocked(token string, r *rotation) {
 	if tokenMatches(sess.tokenHash, token) {
-		sess.prevHash = sess.tokenHash
+		sess.prevHash, sess.rotAt = sess.tokenHash, r.at
 	}
-	sess.tokenHash = next
+	sess.tokenHash = r.hash
+	if r.at.After(sess.rotAt) {
+		sess.rotAt = r.at
+	}
+}
+
+// supersededLocked reports whether a resume with token, rotating r, is
+// one its client gave up (RotationSkew): token is the pending previous
+// one, and the resume that made the current token arrived more than
+// RotationSkew after it. (With a cluster the store decides:
+// Cluster.Rotate.)
+func (sess *session) supersededLocked(token string, r *rotation) bool {
+	return !tokenMatches(sess.tokenHash, token) && r.at.Add(RotationSkew).Before(sess.rotAt)
 }
 
 // commitAfterPong returns what the writer of c runs once it has written

@@ -88,8 +88,10 @@ type session struct {
 	tokenHash, prevHash [sha256.Size]byte
 	// rot is the number of the latest token rotation admitted: a resume
 	// holding a lower one loses (rotation.go). From the store's record on
-	// a session adopted.
+	// a session adopted. rotAt is when the latest resume that rotated the
+	// token arrived (without a cluster; the store keeps its own).
 	rot      uint64
+	rotAt    time.Time
 	state    wsproto.State
 	run      *run
 	confirms map[string]*confirm

@@ -205,8 +205,11 @@ func noSession(err error) error {
 	return err
 }
 
-func (cl *Cluster) Rotate(ctx context.Context, id string, old, next [32]byte) (uint64, error) {
-	n, err := cl.store.RotateToken(ctx, id, hex.EncodeToString(old[:]), hex.EncodeToString(next[:]))
+func (cl *Cluster) Rotate(ctx context.Context, id string, old, next [32]byte, at time.Time) (uint64, error) {
+	n, err := cl.store.RotateToken(ctx, id, hex.EncodeToString(old[:]), hex.EncodeToString(next[:]), at, orchestrator.RotationSkew)
+	if errors.Is(err, ErrSuperseded) {
+		return 0, fmt.Errorf("%w: %w", orchestrator.ErrSuperseded, err)
+	}
 	return n, noSession(err)
 }
 

@@ -9,6 +9,9 @@ const (
 	codeNotOwner  = "NOTOWNER"
 	codeConflict  = "CONFLICT"
 	codeExists    = "EXISTS"
+	// codeSuperseded is rotateScript's reply to a resume that arrived
+	// before the one holding the token.
+	codeSuperseded = "SUPERSEDED"
 	// codeBehind is the append script's reply when the store holds less
 	// than the writer had written: Redis lost acknowledged writes
 	// (fenceScript). Its message is "BEHIND last_seq last_sum".
@@ -79,19 +82,31 @@ return 1
 // the rotation's number, counted in rot in the same step (1, 2, …), or 0
 // if it did not rotate. The session's expiry is left as it is.
 //
-// KEYS: meta. ARGV: presented token hash, new token hash.
+// rot_at is when the resume that made the token arrived (ARGV[3], unix
+// ms). A rotation from prev by a resume that arrived more than ARGV[4]
+// ms before it is refused (SUPERSEDED): its client gave that resume up
+// for the later one, which holds the session — the order is the resumes'
+// arrival, not the order in which they got here.
+//
+// KEYS: meta. ARGV: presented token hash, new token hash, arrival (unix
+// ms), skew (ms).
 var rotateScript = redis.NewScript(`
-local meta = redis.call('HMGET', KEYS[1], 'token', 'prev')
+local meta = redis.call('HMGET', KEYS[1], 'token', 'prev', 'rot_at')
 local token, prev = meta[1], meta[2]
 if not token then
   return redis.error_reply('NOSESSION session is not in the store')
 end
 if token == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'token', ARGV[2], 'prev', ARGV[1])
+  redis.call('HSET', KEYS[1], 'token', ARGV[2], 'prev', ARGV[1], 'rot_at', ARGV[3])
   return redis.call('HINCRBY', KEYS[1], 'rot', 1)
 end
 if prev and prev ~= '' and prev == ARGV[1] then
+  local at, held = tonumber(ARGV[3]), tonumber(meta[3] or '0')
+  if at + tonumber(ARGV[4]) < held then
+    return redis.error_reply('SUPERSEDED a resume that arrived later holds the token')
+  end
   redis.call('HSET', KEYS[1], 'token', ARGV[2])
+  if at > held then redis.call('HSET', KEYS[1], 'rot_at', ARGV[3]) end
   return redis.call('HINCRBY', KEYS[1], 'rot', 1)
 end
 return 0

@@ -28,6 +28,9 @@ var (
 	// ErrConflict means Redis holds a history that does not follow the
 	// ring's (another writer got there first).
 	ErrConflict = errors.New("redisstore: the store's copy does not follow this ring")
+	// ErrSuperseded means RotateToken refused a rotation from the pending
+	// previous token: a resume that arrived later made the current one.
+	ErrSuperseded = errors.New("redisstore: a later resume holds the token")
 	// ErrBacklog means more entries waited unwritten than Options.MaxPending.
 	ErrBacklog = errors.New("redisstore: too many entries wait unwritten")
 	// ErrClosed means the Store was closed before the ring's units were
@@ -319,9 +322,15 @@ func (s *Store) Claim(ctx context.Context, id, from string) (bool, error) {
 // the session is not there. Of concurrent rotations from one hash, every
 // one may succeed, but only the one with the highest number holds the
 // token hash after them.
-func (s *Store) RotateToken(ctx context.Context, id, old, next string) (uint64, error) {
+//
+// at is when the resume rotating arrived. A rotation from the pending
+// previous hash by a resume that arrived more than skew before the one
+// whose rotation made the current hash is refused with ErrSuperseded:
+// its client had given it up and resumed again (skew allows for the
+// clocks of the nodes the two arrived at).
+func (s *Store) RotateToken(ctx context.Context, id, old, next string, at time.Time, skew time.Duration) (uint64, error) {
 	k := keysOf(id)
-	n, err := rotateScript.Run(ctx, s.client, k[:1], old, next).Uint64()
+	n, err := rotateScript.Run(ctx, s.client, k[:1], old, next, at.UnixMilli(), skew.Milliseconds()).Uint64()
 	if err != nil {
 		return 0, fmt.Errorf("redisstore: rotate the token of session %s: %w", id, scriptError(err))
 	}
@@ -438,6 +447,7 @@ func scriptError(err error) error {
 		{codeNotOwner, ErrNotOwner},
 		{codeConflict, ErrConflict},
 		{codeExists, ErrExists},
+		{codeSuperseded, ErrSuperseded},
 		{codeBehind, errBehind},
 	} {
 		if redis.HasErrorPrefix(err, c.code) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-run/baton/redisstore"
 )
@@ -15,16 +16,20 @@ import (
 // (which stays), until a commit of the current value drops the previous
 // one; a commit of a value no longer current changes nothing. Of many
 // rotations from one hash at once, exactly one's new hash is current
-// afterwards, and only its commit succeeds.
+// afterwards, and only its commit succeeds. A rotation from the pending
+// previous hash by a resume that arrived more than the skew before the
+// one that made the current hash is refused (ErrSuperseded).
 func TestRotateToken(t *testing.T) {
 	ctx := context.Background()
+	base := time.UnixMilli(1_800_000_000_000)
 	forTargets(t, func(t *testing.T, tg target) {
 		s := newTokenStore(t, tg)
 		tests := []struct {
 			name             string
 			commit           bool // CommitToken(old) instead of RotateToken(old, next)
 			old, next        string
-			want             uint64 // the rotation's number (1 for a commit that ended one)
+			at               time.Duration // when the resume arrived, after base
+			want             uint64        // the rotation's number (1 for a commit that ended one)
 			wantErr          error
 			wantTok, wantPre string // the store's token and prev afterwards
 		}{
@@ -36,8 +41,17 @@ func TestRotateToken(t *testing.T) {
 			{name: "from the committed-away hash", old: "t0", next: "t3", wantTok: "t2"},
 			{name: "from the new hash", old: "t2", next: "t3", want: 3, wantTok: "t3", wantPre: "t2"},
 			{name: "a commit, again", commit: true, old: "t3", want: 1, wantTok: "t3"},
-			{name: "an unknown session", old: "t3", next: "t4", wantErr: redisstore.ErrNotFound, wantTok: "t3"},
-			{name: "a commit of an unknown session", commit: true, old: "t3", wantTok: "t3"},
+			{name: "from the new hash, later", old: "t3", next: "t4", at: 20 * time.Second, want: 4, wantTok: "t4", wantPre: "t3"},
+			{name: "from the pending previous hash, by a resume that arrived 2 s before", old: "t3", next: "t5", at: 18 * time.Second,
+				wantErr: redisstore.ErrSuperseded, wantTok: "t4", wantPre: "t3"},
+			{name: "from the pending previous hash, by a resume within the skew", old: "t3", next: "t5", at: 19500 * time.Millisecond,
+				want: 5, wantTok: "t5", wantPre: "t3"},
+			{name: "from it again, within the skew of the latest arrival", old: "t3", next: "t6", at: 19200 * time.Millisecond,
+				want: 6, wantTok: "t6", wantPre: "t3"},
+			{name: "from it again, beyond the skew of the latest arrival", old: "t3", next: "t7", at: 18900 * time.Millisecond,
+				wantErr: redisstore.ErrSuperseded, wantTok: "t6", wantPre: "t3"},
+			{name: "an unknown session", old: "t3", next: "t4", wantErr: redisstore.ErrNotFound, wantTok: "t6", wantPre: "t3"},
+			{name: "a commit of an unknown session", commit: true, old: "t3", wantTok: "t6", wantPre: "t3"},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -54,7 +68,7 @@ func TestRotateToken(t *testing.T) {
 						got = 1
 					}
 				} else {
-					got, err = s.RotateToken(ctx, id, tt.old, tt.next)
+					got, err = s.RotateToken(ctx, id, tt.old, tt.next, base.Add(tt.at), time.Second)
 				}
 				if got != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 					t.Fatalf("got %v, %v; want %v, %v", got, err, tt.want, tt.wantErr)
@@ -76,7 +90,7 @@ func TestRotateToken(t *testing.T) {
 		nums := make(chan rotated, racers)
 		for i := range racers {
 			go func() {
-				n, err := s.RotateToken(ctx, "s", "t3", fmt.Sprint("r", i))
+				n, err := s.RotateToken(ctx, "s", "t3", fmt.Sprint("r", i), base.Add(20*time.Second), time.Second)
 				if err == nil && n == 0 {
 					err = fmt.Errorf("rotation r%d refused", i)
 				}
@@ -95,8 +109,8 @@ func TestRotateToken(t *testing.T) {
 			}
 			seen[r.n], highest = true, max(highest, r.n)
 		}
-		if highest != 3+racers {
-			t.Fatalf("highest rotation number %d, want %d", highest, 3+racers)
+		if highest != 6+racers {
+			t.Fatalf("highest rotation number %d, want %d", highest, 6+racers)
 		}
 		info, err := s.Lookup(ctx, "s")
 		if err != nil || info.PrevTokenHash != "t3" {
@@ -118,7 +132,7 @@ func TestRotateToken(t *testing.T) {
 		if committed != 1 {
 			t.Fatalf("%d of %d rotations from one hash are current, want 1", committed, racers)
 		}
-		if n, err := s.RotateToken(ctx, "s", "t3", "late"); n != 0 || err != nil {
+		if n, err := s.RotateToken(ctx, "s", "t3", "late", base.Add(30*time.Second), time.Second); n != 0 || err != nil {
 			t.Fatalf("a rotation from the committed-away hash: %v, %v", n, err)
 		}
 	})

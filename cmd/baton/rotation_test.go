@@ -113,6 +113,9 @@ func TestClusterResumeOrder(t *testing.T) {
 		steps   []string
 		winner  string
 		noToken bool // the loser lost before its answer went out
+		// stagger sends A's resume more than orchestrator.RotationSkew
+		// before B's, instead of both at once.
+		stagger bool
 	}{
 		{
 			name:   "the owner answered, then the other node",
@@ -150,6 +153,15 @@ func TestClusterResumeOrder(t *testing.T) {
 				"B Attach", "B Attach done", "A Attach done", "A Receive attach"},
 			winner: "B",
 		},
+		{
+			// The loaded machine's case: a resume carried out after its
+			// client gave it up and resumed again elsewhere.
+			name:    "A's resume arrived first but rotated after B's was answered",
+			steps:   []string{"B Rotate done", "B Attach done", "B answered", "A Rotate", "A Rotate done", "B Commit"},
+			stagger: true,
+			winner:  "B",
+			noToken: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,8 +180,14 @@ func TestClusterResumeOrder(t *testing.T) {
 			req := map[string]any{"session_id": hello.SessionID, "resume_token": hello.ResumeToken, "last_seq": 0, "state_checksum": ""}
 			frame, _ := json.Marshal(map[string]any{"event": "user.reconnect_with_state", "metadata": req})
 			// Both sent at once: neither waits for the other's answer.
+			// Or, staggered, A's first and B's once the time between their
+			// arrivals exceeds the skew (a wait for time to pass, which the
+			// rule is about: no order hangs on it).
 			wrote := make(chan error, 2)
 			for _, label := range []string{"A", "B"} {
+				if tt.stagger && label == "B" {
+					time.Sleep(orchestrator.RotationSkew + 250*time.Millisecond)
+				}
 				go func() { // owned by the receives from wrote below
 					wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					defer cancel()

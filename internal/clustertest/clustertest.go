@@ -13,6 +13,7 @@ package clustertest
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/baton-run/baton/orchestrator"
 )
@@ -70,9 +71,9 @@ func (h *hooked) around(c Call) func() {
 	}
 }
 
-func (h *hooked) Rotate(ctx context.Context, id string, old, next [32]byte) (uint64, error) {
+func (h *hooked) Rotate(ctx context.Context, id string, old, next [32]byte, at time.Time) (uint64, error) {
 	defer h.around(Call{Op: "Rotate", Session: id})()
-	return h.Cluster.Rotate(ctx, id, old, next)
+	return h.Cluster.Rotate(ctx, id, old, next, at)
 }
 
 func (h *hooked) Commit(ctx context.Context, id string, current [32]byte) (bool, error) {
