@@ -252,7 +252,7 @@ func (r *run) markRunning(running bool) {
 	if !running && !r.endStored() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(r.sess.srv.final, storeTimeout)
 	defer cancel()
 	if err := cl.Running(ctx, r.sess.id, running); err != nil {
 		r.sess.srv.log.Error("record the run in the store", "session", r.sess.id, "run", r.id, "err", err)
@@ -280,7 +280,7 @@ func (r *run) endStored() bool {
 	}
 	// Flush ends when the ring is lost too, at the latest after its
 	// give-up time; the bound is for a store that answers nothing.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*storeTimeout)
+	ctx, cancel := context.WithTimeout(r.sess.srv.final, 2*storeTimeout)
 	defer cancel()
 	if err := f.Flush(ctx); err != nil {
 		r.sess.srv.log.Warn("the run's end is not in the store: it stays a run in flight there", "session", r.sess.id, "run", r.id, "err", err)

@@ -376,7 +376,7 @@ func (c *conn) registerRemote(follow bool, lastSeq, rot uint64) *wsproto.Error {
 // unregisterRemote tells the owner of c's session that c left.
 func (c *conn) unregisterRemote() {
 	s, cl := c.srv, c.srv.opts.Cluster
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(s.final, storeTimeout)
 	defer cancel()
 	b, _ := json.Marshal(message{Kind: msgDetach, From: cl.Node(), Session: c.remote.id, Conn: c.id})
 	if _, err := cl.Send(ctx, c.remote.owner, b); err != nil {

@@ -218,7 +218,7 @@ func (s *Server) detachShared(c *conn) {
 	if c.remote == nil && !c.sess.recorded() {
 		return // the store knows nothing of it (record.go)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(s.final, storeTimeout)
 	defer cancel()
 	if err := cl.Detach(ctx, id, s.connRef(c)); err != nil && !errors.Is(err, ErrNoSession) {
 		s.log.Error("clear the session's connection", "session", id, "err", err)

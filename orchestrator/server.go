@@ -88,6 +88,12 @@ type Server struct {
 	// loops end, and so do the store calls they have in flight.
 	janitors    context.Context
 	endJanitors context.CancelFunc
+	// final is the context of the store calls a closing server still
+	// makes after ctx ended (a connection's detach, a run's end): it
+	// ends when Close's ctx does, so that no store keeps Close waiting
+	// past it.
+	final    context.Context
+	endFinal context.CancelFunc
 }
 
 // ErrServerClosed is the cause of runs cancelled by Close.
@@ -117,6 +123,7 @@ func New(models Models, opts *Options) (*Server, error) {
 		runEnded:  make(chan struct{}, 1),
 	}
 	s.janitors, s.endJanitors = context.WithCancel(context.Background())
+	s.final, s.endFinal = context.WithCancel(context.Background())
 	s.janitorWG.Add(1)
 	go s.sweep()
 	if o.Cluster != nil {
@@ -270,11 +277,13 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (id auth.I
 
 // Close closes every connection with 1012, then cancels every run and
 // session, and waits for all their goroutines. Drain first to let runs
-// finish, or, with a Cluster, hand them over. ctx bounds the whole wait:
-// if it ends first, connections still closing are dropped without a
-// handshake, and Close returns — with ctx's error — without waiting for
-// runs whose model or tool has not returned since it was cancelled; those
-// end on their own, their events going nowhere.
+// finish, or, with a Cluster, hand them over. ctx bounds the whole wait,
+// whatever the store does: if it ends first, connections still closing
+// are dropped without a handshake, the store calls in flight are
+// cancelled, and Close returns — with ctx's error — without waiting for
+// runs whose model or tool has not returned since it was cancelled, nor
+// for rings still flushing to a store that does not answer; those end on
+// their own (the store's flush timeout), their events going nowhere.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -282,6 +291,11 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	stop := context.AfterFunc(ctx, s.endFinal)
+	defer func() {
+		stop()
+		s.endFinal()
+	}()
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -309,7 +323,9 @@ func (s *Server) Close(ctx context.Context) error {
 		// Seal every session before its run stops, so that nothing the
 		// run does while stopping reaches the store: it stays as the last
 		// checkpoint left it, to be continued by another server.
-		s.freeSessions()
+		if err := s.freeSessions(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("seal the sessions: %w", err))
+		}
 		if err := s.opts.Cluster.Leave(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("leave the cluster: %w", err))
 		}
@@ -320,12 +336,16 @@ func (s *Server) Close(ctx context.Context) error {
 	if err := waitCtx(ctx, &s.runWG); err != nil {
 		errs = append(errs, fmt.Errorf("close runs: %w", err))
 	}
-	s.freeSessions()
+	if err := s.freeSessions(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("free the sessions: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
-// freeSessions closes and releases every session.
-func (s *Server) freeSessions() {
+// freeSessions closes and releases every session, all at once, each
+// ring's flush in parallel (with a store that does not answer, each
+// waits the store's flush timeout), waited for until ctx ends.
+func (s *Server) freeSessions(ctx context.Context) error {
 	s.mu.Lock()
 	sessions := make([]*session, 0, len(s.sessions))
 	for _, sess := range s.sessions {
@@ -334,11 +354,13 @@ func (s *Server) freeSessions() {
 	clear(s.sessions)
 	clear(s.owned)
 	s.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, sess := range sessions {
 		if sess.markClosed() {
-			sess.release()
+			wg.Go(sess.release)
 		}
 	}
+	return waitCtx(ctx, &wg)
 }
 
 // waitCtx waits for wg, or until ctx is done and returns its error then.

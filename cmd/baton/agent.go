@@ -97,11 +97,15 @@ func tools(ctx context.Context, a agentConfig, log *slog.Logger) (*tool.Set, io.
 	return set, closers, nil
 }
 
-// waitCalls waits, for closeGrace at most, for the tool calls the agent
-// loop abandoned at their timeout or cancel (a tool that did not obey
-// it) to end, before the tools are closed.
-func waitCalls(log *slog.Logger, calls *tool.Group) {
-	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+// waitCalls waits, for closeGrace at most or until by when it is set,
+// for the tool calls the agent loop abandoned at their timeout or cancel
+// (a tool that did not obey it) to end, before the tools are closed.
+func waitCalls(log *slog.Logger, calls *tool.Group, by *time.Time) {
+	end := time.Now().Add(closeGrace)
+	if !by.IsZero() {
+		end = *by
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
 	if n := calls.Abandoned(); n > 0 {
 		log.Info("waiting for abandoned tool calls", "calls", n)

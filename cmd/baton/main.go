@@ -186,8 +186,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("configure: %w", err)
 	}
 	defer closeTools.Close()
+	// stopBy is when the shutdown must have ended, set by shutdown with
+	// the Redis store; zero until then, and on the paths that end run
+	// otherwise, where each step keeps its own bound.
+	var stopBy time.Time
 	calls := &tool.Group{}
-	defer waitCalls(log, calls) // before the tools are closed
+	defer waitCalls(log, calls, &stopBy) // before the tools are closed
 	c.opts.Loop.Tools, c.opts.Loop.Calls = set, calls
 	var pingStore func(context.Context) error // with --store redis: for /readyz
 	var threads agui.Store                    // AG-UI's threads: in Redis with --store redis, for every node
@@ -201,7 +205,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return fmt.Errorf("configure: %w", err)
 		}
-		defer closeCluster() // after the orchestrator's Close, which leaves the cluster
+		// After the orchestrator's Close, which leaves the cluster; by
+		// the shutdown's end.
+		defer func() {
+			if err := closeWithin(stopBy, closeCluster); err != nil {
+				log.Warn("close the Redis store", "err", err)
+			}
+		}()
 		c.opts.Cluster, threads = cl, agui.NewRedisStore(rdb)
 		if wrap, ok := ctx.Value(wrapClusterKey{}).(func(orchestrator.Cluster) orchestrator.Cluster); ok {
 			c.opts.Cluster = wrap(cl)
@@ -274,29 +284,47 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	return shutdown(log, orch, srv, served, c.drainTimeout)
+	return shutdown(log, orch, srv, served, c.drainTimeout, c.opts.Cluster != nil, &stopBy)
 }
 
 // closeGrace bounds what a shutdown does after the drain: cancelling the
-// runs left and waiting for every goroutine, or with the Redis store
-// sealing the sessions and leaving the cluster.
+// runs left and waiting for every goroutine. With the Redis store, whose
+// drain hands the runs over at once, the whole shutdown keeps to the
+// drain timeout instead (stopBy), whatever Redis does.
 const closeGrace = 10 * time.Second
 
 // shutdown drains the orchestrator — /readyz answers 503 and new WebSocket
 // connections are refused (503) from now on, while /healthz, /readyz and
 // /metrics keep answering — for drainTimeout at most, then stops the HTTP
-// server and closes the orchestrator within closeGrace more.
-func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, served <-chan error, drainTimeout time.Duration) error {
+// server and closes the orchestrator within closeGrace more. With a
+// cluster (handsOver) the drain ends at once, and the close and what run
+// does after it (stopBy: the store's close) end by drainTimeout, or
+// closeGrace when that is 0: the store's close has the last quarter, or
+// 2 s at most.
+func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, served <-chan error, drainTimeout time.Duration,
+	handsOver bool, stopBy *time.Time) error {
 	log.Info("shutting down: draining", "drain_timeout", drainTimeout.String())
 	deadline := time.Now().Add(drainTimeout)
 	drainCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	orch.Drain(drainCtx) // a timeout is not an error: Close cancels the runs left
-	closeCtx, cancelClose := context.WithDeadline(context.Background(), deadline.Add(closeGrace))
+	closeBy, waitBy := deadline.Add(closeGrace), time.Time{}
+	if handsOver {
+		end := deadline
+		if drainTimeout == 0 {
+			end = closeBy
+		}
+		*stopBy = end
+		reserve := min(time.Until(end)/4, 2*time.Second)
+		// Close keeps to its ctx as far as the Redis client lets it (a
+		// read waits its read timeout); past waitBy it is not waited for.
+		closeBy, waitBy = end.Add(-reserve), end.Add(-reserve/2)
+	}
+	closeCtx, cancelClose := context.WithDeadline(context.Background(), closeBy)
 	defer cancelClose()
 	err := srv.Shutdown(closeCtx) // stops accepting; WebSockets are the orchestrator's
 	<-served
-	if cerr := orch.Close(closeCtx); err == nil {
+	if cerr := closeWithin(waitBy, func() error { return orch.Close(closeCtx) }); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -305,6 +333,29 @@ func shutdown(log *slog.Logger, orch *orchestrator.Server, srv *http.Server, ser
 	log.Info("stopped")
 	return nil
 }
+
+// closeWithin runs close and returns its error, waiting for it until by
+// (forever when by is zero): a store that does not answer must not keep
+// a stopping node from exiting. What close did not finish by then ends
+// with the process (or, in a test, within the store's timeouts).
+func closeWithin(by time.Time, close func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	var expired <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-expired:
+		return errNotClosed
+	}
+}
+
+var errNotClosed = errors.New("not closed by the drain timeout: left to end with the process")
 
 // joinTimeout bounds joining the cluster once Redis answered.
 const joinTimeout = 20 * time.Second
