@@ -159,8 +159,9 @@ measure() {
   local tags=()
   while [ "$1" != -- ]; do tags+=(--tag "$1"); shift; done
   shift
-  python3 bench/measure.py --pid $spid --timeout 300 "${tags[@]}" -- "${on_load[@]}" "$@" | tee -a "$results"
+  python3 bench/measure.py --pid $spid --timeout 300 "${measure_also[@]}" "${tags[@]}" -- "${on_load[@]}" "$@" | tee -a "$results"
 }
+measure_also=() # --also NAME=PID: other processes whose CPU per event is measured too
 say() { # the progress line of a report
   python3 -c 'import json,sys; r=json.load(sys.stdin); print("  %s: %d events, %.0f/s, server %.2f µs/event, %.2f writes/event, p99 %.2f ms, %d violations" % (sys.argv[1], r["events"], r["events_per_sec"], r["server_cpu_us_per_event"], r["server_syscw_per_event"], r["latency_p99_ms"], r["violation_count"]))' "$1" >&2
 }
@@ -280,8 +281,10 @@ elif command -v redis-server >/dev/null; then
         extra=(); [ $store = redis ] && extra=(--store redis --redis-url "$redis")
         flushredis
         start_baton --sim-delay 0 "${extra[@]}"
+        measure_also=(--also "redis=$rpid") # redis-server's own CPU per event (idle with the memory store)
         measure section=redis store=$store load=$l rep=$rep -- "$loadbin" -url "ws://127.0.0.1:$port/ws" -quiet -json \
           -sessions $n -runs $runs -mix tasks=1 -ramp 1s -ack-every 50 ${rate:+-pace $rate} | say "$store $l #$rep"
+        measure_also=()
         stop $spid
       done
     done
