@@ -22,9 +22,15 @@
 //     conn (the attached connection) or detached (when the last one left,
 //     unix ms), dttl (Options.SessionTTL in ms), and lost_writes (how many
 //     seqs Redis lost after acknowledging them, fenced; absent when none).
-//   - baton:{ID}:events — a stream holding the seqs base+1 … last, at
-//     most cap of them; the entry of seq n has the ID "n-0" and the fields
-//     d (the encoded frame) and c (c(n), hex as buffer.NextChecksum gives).
+//   - baton:{ID}:events — a stream holding the seqs base+1 … last (at
+//     most cap of them), an entry per write of the append script with up
+//     to 256 events: its ID "n-0" for n the last seq it holds, and a field
+//     per event, named for its seq, whose value is c(seq) (64 hex digits,
+//     as buffer.NextChecksum gives) then the encoded frame. The trim drops
+//     whole entries, so the first may also hold seqs at or below base,
+//     which readers skip (a tail may hand them on: they are the session's
+//     events, in order). An entry of an earlier version holds one event,
+//     with the fields d (the frame) and c; both are read.
 //   - baton:{ID}:tail — on a Redis Cluster, set while a node's tail reader
 //     follows the session; the append script then publishes on the
 //     sharded channel of the same name (shardtails.go).

@@ -1,9 +1,11 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,7 +48,7 @@ func (s *Store) OpenRing(ctx context.Context, id string, cb Callbacks) (*Ring, L
 	if err != nil {
 		return nil, Loaded{}, fmt.Errorf("redisstore: open session %s: %w", id, err)
 	}
-	entries, err := parseEntries(stream.Val())
+	entries, err := parseEntries(stream.Val(), info.BaseSeq+1)
 	if err != nil {
 		return nil, Loaded{}, fmt.Errorf("redisstore: open session %s: %w", id, err)
 	}
@@ -120,7 +122,7 @@ func (s *Store) Read(ctx context.Context, id string, after uint64, count int) (P
 	if err := pos.check(after); err != nil {
 		return Page{}, err
 	}
-	entries, err := parseEntries(stream.Val())
+	entries, err := parseEntries(stream.Val(), after)
 	if err != nil {
 		return Page{}, fmt.Errorf("redisstore: read session %s: %w", id, err)
 	}
@@ -131,11 +133,12 @@ func (s *Store) Read(ctx context.Context, id string, after uint64, count int) (P
 		entries = entries[1:]
 	case after == pos.base:
 		page.AfterSum = pos.baseSum
-		if count > 0 && len(entries) > count {
-			entries = entries[:count]
-		}
 	default:
 		return Page{}, fmt.Errorf("redisstore: read session %s: seq %d is neither held nor the base %d", id, after, pos.base)
+	}
+	// count+1 entries hold count events after after at least.
+	if count > 0 && len(entries) > count {
+		entries = entries[:count]
 	}
 	if len(entries) > 0 && entries[0].Seq != after+1 {
 		return Page{}, fmt.Errorf("redisstore: read session %s: seq %d follows %d", id, entries[0].Seq, after)
@@ -215,7 +218,7 @@ func (s *Store) Tail(ctx context.Context, id string, after uint64, fn func([]buf
 		for _, st := range res {
 			msgs = append(msgs, st.Messages...)
 		}
-		entries, err := parseEntries(msgs)
+		entries, err := parseEntries(msgs, after+1)
 		if err != nil {
 			return fmt.Errorf("redisstore: tail session %s: %w", id, err)
 		}
@@ -272,21 +275,47 @@ func (p position) check(after uint64) error {
 	return nil
 }
 
-// parseEntries reads stream entries "seq-0" {d, c}.
-func parseEntries(msgs []redis.XMessage) ([]buffer.Chained, error) {
-	out := make([]buffer.Chained, len(msgs))
-	for i, m := range msgs {
-		seqStr, _, _ := strings.Cut(m.ID, "-")
-		seq, err := strconv.ParseUint(seqStr, 10, 64)
+// parseEntries reads the events of stream entries, in seq order, from
+// seq from on: an entry holds those of one write (appendScript), its ID
+// "last-0" and each event a field, its seq, whose value is its record,
+// c(seq) (64 hex digits) then the frame; an entry of an earlier version
+// holds one event, its ID "seq-0" and its fields d (the frame) and c.
+func parseEntries(msgs []redis.XMessage, from uint64) ([]buffer.Chained, error) {
+	out := make([]buffer.Chained, 0, len(msgs))
+	for _, m := range msgs {
+		idStr, _, _ := strings.Cut(m.ID, "-")
+		id, err := strconv.ParseUint(idStr, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("stream entry %s: %w", m.ID, err)
 		}
-		d, ok1 := m.Values["d"].(string)
-		c, ok2 := m.Values["c"].(string)
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("stream entry %s lacks d or c", m.ID)
+		if d, ok := m.Values["d"].(string); ok {
+			c, ok := m.Values["c"].(string)
+			if !ok {
+				return nil, fmt.Errorf("stream entry %s lacks c", m.ID)
+			}
+			if id >= from {
+				out = append(out, buffer.Chained{Entry: buffer.Entry{Seq: id, Data: []byte(d)}, Sum: c})
+			}
+			continue
 		}
-		out[i] = buffer.Chained{Entry: buffer.Entry{Seq: seq, Data: []byte(d)}, Sum: c}
+		start := len(out)
+		for f, v := range m.Values {
+			seq, err := strconv.ParseUint(f, 10, 64)
+			rec, ok := v.(string)
+			switch {
+			case err != nil || seq > id || seq+uint64(len(m.Values)) <= id:
+				return nil, fmt.Errorf("stream entry %s holds a field %q", m.ID, f)
+			case !ok || len(rec) < checksumLen:
+				return nil, fmt.Errorf("stream entry %s: the record of seq %d is short", m.ID, seq)
+			case seq >= from:
+				out = append(out, buffer.Chained{Entry: buffer.Entry{Seq: seq, Data: []byte(rec[checksumLen:])}, Sum: rec[:checksumLen]})
+			}
+		}
+		// Distinct and none outside id-len+1 … id: those seqs, each once.
+		slices.SortFunc(out[start:], func(a, b buffer.Chained) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	return out, nil
 }
+
+// checksumLen is the length of a checksum c(n), n > 0, in hex.
+const checksumLen = 64

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -89,6 +90,7 @@ type tail struct {
 func startTail(t *testing.T, ctx context.Context, s *redisstore.Store, id string, after uint64, fn func([]buffer.Entry) error) *tail {
 	tl := &tail{rec: newRecorder(), done: make(chan struct{})}
 	cb := tl.rec.callbacks()
+	ctx, cancel := context.WithCancel(ctx) // a test that failed does not wait for it
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(tl.done)
@@ -100,7 +102,7 @@ func startTail(t *testing.T, ctx context.Context, s *redisstore.Store, id string
 			return nil
 		})
 	})
-	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return tl
 }
 
@@ -200,7 +202,15 @@ func TestTailEnds(t *testing.T) {
 				release := make(chan struct{})
 				tl := startTail(t, ctx, s, id, 0, func([]buffer.Entry) error { <-release; return nil })
 				tl.rec.waitDurable(t, 1) // fn holds seq 1: the rest must wait
-				appendCommit(t, r, 10)
+				// One write of 300 events: two entries, 2…257 and 258…301.
+				// The first is trimmed whole; the second, past the base (297)
+				// and holding 258 on, stays, and is no use to fn.
+				for seq := 2; seq <= 301; seq++ {
+					if _, err := r.Append(ctx, fmt.Sprintf("id-%d", seq), frame); err != nil {
+						t.Fatal(err)
+					}
+				}
+				r.Commit() // one unit, so one write
 				flush(t, r)
 				close(release)
 				return tl, buffer.ErrGap

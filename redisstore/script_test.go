@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/baton-run/baton/buffer"
 	"github.com/baton-run/baton/internal/redistest"
 )
 
@@ -76,10 +77,15 @@ func TestAppendScript(t *testing.T) {
 			}
 		})
 	}
-	// Seven events in a ring of four: 4…7 held, after base 3.
+	// Seven events in a ring of four: 4…7 held, after base 3, in an entry
+	// per write: 1…3 (trimmed), then the retry's 4 and 5, then 6 and 7.
 	msgs, err := c.XRange(ctx, "baton:{s}:events", "-", "+").Result()
-	if err != nil || len(msgs) != 4 || msgs[0].ID != "4-0" || msgs[3].ID != "7-0" {
-		t.Errorf("the stream holds %v, %v; want 4-0…7-0", msgs, err)
+	if err != nil || len(msgs) != 2 || msgs[0].ID != "5-0" || msgs[1].ID != "7-0" {
+		t.Errorf("the stream holds %v, %v; want the entries 5-0 and 7-0", msgs, err)
+	}
+	held, err := parseEntries(msgs, 0)
+	if err != nil || len(held) != 4 || held[0].Seq != 4 || held[3].Seq != 7 {
+		t.Errorf("the stream's events %v, %v; want 4…7", held, err)
 	}
 	if base, _ := c.HGet(ctx, "baton:{s}:meta", "base_seq").Result(); base != "3" {
 		t.Errorf("base_seq %s, want 3", base)
@@ -160,5 +166,60 @@ func TestFenceScript(t *testing.T) {
 	}
 	if n, err := c.Exists(ctx, "baton:{s}:events").Result(); err != nil || n != 0 {
 		t.Errorf("the stream is still there (%d, %v): it must hold nothing up to the new base", n, err)
+	}
+}
+
+// TestAppendAfterEarlierEntries: a stream written by an earlier version, an
+// entry per event (fields d and c), takes the append script's entries
+// after it; the trim finds base_sum in the earlier layout, and the session
+// reads back whole across both.
+func TestAppendAfterEarlierEntries(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := "o"
+	if err := s.CreateSession(ctx, id, SessionMeta{Capacity: 4}); err != nil {
+		t.Fatal(err)
+	}
+	k := keysOf(id)
+	sum := ""
+	sums := []string{""}
+	for seq := 1; seq <= 3; seq++ {
+		sum = buffer.NextChecksum(sum, fmt.Sprint("e", seq))
+		sums = append(sums, sum)
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: k[1], ID: fmt.Sprint(seq, "-0"), Values: []any{"d", fmt.Sprint(seq), "c", sum}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.HSet(ctx, k[0], "last_seq", 3, "last_sum", sum).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.NewRing(id, 4, Callbacks{})
+	for seq := 1; seq <= 5; seq++ {
+		r.Append(ctx, fmt.Sprint("e", seq), func(seq uint64) ([]byte, error) { return fmt.Appendf(nil, "%d", seq), nil })
+	}
+	all := r.open.events
+	r.flight = unit{events: all[len(all)-2:]}
+	j := job{r: r, from: 3, fromSum: sums[3]}
+	if n, err := appendScript.Run(ctx, c, r.keys[:], j.args()...).Int64(); n != 5 || err != nil {
+		t.Fatalf("the write of 4 and 5: %d, %v", n, err)
+	}
+	meta, err := c.HMGet(ctx, k[0], "base_seq", "base_sum").Result()
+	if err != nil || meta[0] != "1" || meta[1] != sums[1] {
+		t.Errorf("base %v, %v; want 1 and c(1)", meta, err)
+	}
+	opened, _, err := s.OpenRing(ctx, id, Callbacks{})
+	if err != nil {
+		t.Fatalf("open the session: %v", err)
+	}
+	defer opened.Close()
+	got, err := opened.Since(ctx, 1)
+	if err != nil || len(got) != 4 || string(got[0].Data) != "2" || string(got[3].Data) != "5" {
+		t.Errorf("the session holds %v, %v; want 2…5", got, err)
 	}
 }

@@ -139,6 +139,12 @@ expire(KEYS[1], KEYS[2], tonumber(ARGV[3]))
 return 1
 `)
 
+// entryEvents is the most events one stream entry of the append script
+// holds: its XADD takes them from unpack, whose values go on Lua's C
+// stack (LUAI_MAXCSTACK, 8,000 slots), and a flight after a stall of
+// Redis can hold thousands.
+const entryEvents = "256"
+
 // appendScript writes one or more units of a session: its events in seq
 // order, the highest ack among them, and the latest checkpoint, then trims
 // the stream to what the ring retains (cap entries at most, none at or
@@ -160,11 +166,19 @@ return 1
 // key exists (tailKey: a reader follows the session, shardtails.go), it
 // publishes the new last seq on the sharded channel of the same name.
 //
+// The events go in as few stream entries as they can: one entry of up to
+// entryEvents events, its ID the last seq it holds, its
+// fields the seqs and its values each event's record, c(seq) (64 hex
+// digits) then the frame: an XADD per write, where one per event cost
+// Redis 8 % more CPU per event (docs/performance.md). Entries written by
+// earlier versions, one per event ("n-0", fields d and c), are read as
+// they were, and the trim finds base_sum in either.
+//
 // KEYS: meta, events, and on a cluster the tail key. ARGV: node, ttl (ms,
 // 0 = none), cap, from seq, c(from), ack (0 = none), has checkpoint ("1"/"0"), reset ("1"/"0"),
 // checkpoint seq, the number of parts set (s), the number of parts
 // removed (d), then s pairs of field and value, then d fields, then per
-// event: seq, data, c(seq) — seqs from+1 on.
+// event: seq, record (c(seq) then the frame) — seqs from+1 on.
 var appendScript = redis.NewScript(expireLua + dropCheckpointLua + `
 local meta, events = KEYS[1], KEYS[2]
 local f = redis.call('HMGET', meta, 'owner', 'last_seq', 'last_sum', 'base_seq', 'ack_seq')
@@ -180,8 +194,10 @@ local base, acked = tonumber(f[4]), tonumber(f[5])
 local from = tonumber(ARGV[4])
 local ns, nd = tonumber(ARGV[10]), tonumber(ARGV[11])
 local e0 = 11 + 2 * ns + nd
-local n = (#ARGV - e0) / 3
--- c of this call's k-th event (k from 1) is ARGV[e0+3k]; its seq ARGV[e0-2+3k].
+local n = (#ARGV - e0) / 2
+-- The k-th event (k from 1): its seq is ARGV[e0+2k-1], its record
+-- ARGV[e0+2k], whose first 64 bytes are c(seq).
+local function sum(k) return string.sub(ARGV[e0 + 2 * k], 1, 64) end
 if last < from then
   return redis.error_reply('BEHIND ' .. last .. ' ' .. lastSum)
 end
@@ -189,19 +205,21 @@ if last > from + n then
   return redis.error_reply('CONFLICT store holds seq ' .. last .. ', the writer had ' .. from)
 end
 local want = ARGV[5]
-if last > from then want = ARGV[e0 + 3 * (last - from)] end
+if last > from then want = sum(last - from) end
 if lastSum ~= want then
   return redis.error_reply('CONFLICT store holds another chain at seq ' .. last)
 end
-for k = last - from + 1, n do
-  local i = e0 - 2 + 3 * k
-  redis.call('XADD', events, ARGV[i] .. '-0', 'd', ARGV[i + 1], 'c', ARGV[i + 2])
+local k = last - from + 1
+while k <= n do
+  local j = math.min(n, k + ` + entryEvents + ` - 1)
+  redis.call('XADD', events, ARGV[e0 + 2 * j - 1] .. '-0', unpack(ARGV, e0 + 2 * k - 1, e0 + 2 * j))
+  k = j + 1
 end
 local h = {}
 if n > 0 then
   last = from + n
   h[#h + 1] = 'last_seq'; h[#h + 1] = last
-  h[#h + 1] = 'last_sum'; h[#h + 1] = ARGV[e0 + 3 * n]
+  h[#h + 1] = 'last_sum'; h[#h + 1] = sum(n)
 end
 local ack = tonumber(ARGV[6])
 if ack > last then
@@ -212,19 +230,24 @@ if ack > acked then
 end
 local newBase = math.max(base, last - tonumber(ARGV[3]), ack)
 if newBase > base then
-  local sum
+  local baseSum
   if newBase > from then
-    sum = ARGV[e0 + 3 * (newBase - from)]
+    baseSum = sum(newBase - from)
   else
-    local e = redis.call('XRANGE', events, newBase .. '-0', newBase .. '-0')
-    local fields = e[1][2]
+    -- The entry holding newBase: the first whose ID (its last seq) is not
+    -- below it.
+    local e = redis.call('XRANGE', events, newBase .. '-0', '+', 'COUNT', 1)
+    local fields, want = e[1][2], tostring(newBase)
     for i = 1, #fields, 2 do
-      if fields[i] == 'c' then sum = fields[i + 1] end
+      if fields[i] == 'c' then baseSum = fields[i + 1] end -- one event, d and c
+      if fields[i] == want then baseSum = string.sub(fields[i + 1], 1, 64) end
     end
   end
+  -- Entries whose last seq is newBase or below go; one holding newBase
+  -- and later seqs stays (readers skip what is at or below base_seq).
   redis.call('XTRIM', events, 'MINID', (newBase + 1) .. '-0')
   h[#h + 1] = 'base_seq'; h[#h + 1] = newBase
-  h[#h + 1] = 'base_sum'; h[#h + 1] = sum
+  h[#h + 1] = 'base_sum'; h[#h + 1] = baseSum
 end
 if ARGV[7] == '1' then
   if ARGV[8] == '1' then dropCheckpoint(meta) end

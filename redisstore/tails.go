@@ -341,7 +341,7 @@ func (t *tails) deliver(st redis.XStream, from map[string]uint64) {
 // deliverTo hands subs, the subscriptions of session id, its entries
 // read after read; the caller holds the lock that guards subs.
 func deliverTo(subs map[*tailSub]struct{}, id string, read uint64, msgs []redis.XMessage) {
-	entries, err := parseEntries(msgs)
+	entries, err := parseEntries(msgs, read+1)
 	for sub := range subs {
 		if err != nil {
 			sub.mu.Lock()

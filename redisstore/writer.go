@@ -251,12 +251,20 @@ func (j job) args() []any {
 			set = append(set, cpField(name), data)
 		}
 	}
-	a := make([]any, 0, 11+len(set)+len(del)+3*len(u.events))
+	a := make([]any, 0, 11+len(set)+len(del)+2*len(u.events))
 	a = append(a, r.s.opt.Node, r.s.opt.TTL.Milliseconds(), r.mem.Cap(), j.from, j.fromSum,
 		u.ack, hasCp, reset, u.cpSeq, len(set)/2, len(del))
 	a = append(append(a, set...), del...)
+	// Each event's record, c(seq) then the frame, cut from one buffer.
+	size := 0
 	for _, e := range u.events {
-		a = append(a, e.Seq, e.Data, e.Sum)
+		size += len(e.Sum) + len(e.Data)
+	}
+	buf := make([]byte, 0, size)
+	for _, e := range u.events {
+		start := len(buf)
+		buf = append(append(buf, e.Sum...), e.Data...)
+		a = append(a, e.Seq, buf[start:len(buf):len(buf)])
 	}
 	return a
 }
