@@ -3,12 +3,8 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"testing"
-
-	"github.com/baton-run/baton/internal/redistest"
 )
 
 // TestCheckpointParts: a checkpoint given in parts is stored as a change
@@ -71,13 +67,7 @@ func TestCheckpointParts(t *testing.T) {
 		}, p("head", "h1"), ""},
 	}
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := scriptStore(t)
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := fmt.Sprint("parts-", i)

@@ -18,13 +18,7 @@ import (
 // (its reply lost), and to writes that do not follow what Redis holds.
 func TestAppendScript(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := scriptStore(t)
 
 	// makeJob returns the write of n events after the first `after` of a
 	// ring's chain (ids prefix-1, prefix-2, …), never committed: the test
@@ -103,13 +97,7 @@ func TestAppendScript(t *testing.T) {
 // writer is its owner, and ahead of it.
 func TestFenceScript(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := scriptStore(t)
 	id := "s"
 	if err := s.CreateSession(ctx, id, SessionMeta{Capacity: 4}); err != nil {
 		t.Fatal(err)
@@ -175,13 +163,7 @@ func TestFenceScript(t *testing.T) {
 // reads back whole across both.
 func TestAppendAfterEarlierEntries(t *testing.T) {
 	ctx := context.Background()
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, c := scriptStore(t)
 	id := "o"
 	if err := s.CreateSession(ctx, id, SessionMeta{Capacity: 4}); err != nil {
 		t.Fatal(err)
@@ -222,4 +204,17 @@ func TestAppendAfterEarlierEntries(t *testing.T) {
 	if err != nil || len(got) != 4 || string(got[0].Data) != "2" || string(got[3].Data) != "5" {
 		t.Errorf("the session holds %v, %v; want 2…5", got, err)
 	}
+}
+
+// scriptStore is node a's store on a redis-server of its own, for tests
+// that run the scripts themselves, and a client of that server.
+func scriptStore(t *testing.T) (*Store, *redis.Client) {
+	t.Helper()
+	c := redistest.Start(t).Client(t)
+	s, err := New(c, Options{Node: "a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, c
 }
