@@ -7,7 +7,6 @@ package openaitest
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -141,19 +140,6 @@ func (s *Server) listModels(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data})
-}
-
-// ClosedBaseURL returns a base URL on 127.0.0.1 where nothing listens (a
-// port that was free a moment ago), for tests of an unreachable endpoint.
-func ClosedBaseURL(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr + "/v1"
 }
 
 // Requests returns the requests received so far.
